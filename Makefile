@@ -1,0 +1,43 @@
+# The two set-up commands of the README: `make tpch` and `make test`.
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+LAYOUT ?= C+O
+SF ?= 0.1
+QUERIES ?= all
+APT_PACKAGES := python3 python3-venv python3-pip
+
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: setup tpch tiers teardown test unit integration lint
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	if command -v apt-get >/dev/null && ! dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES); fi
+	/usr/bin/python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[study,test]'
+	touch $(STAMP)
+
+tpch: setup
+	$(BIN)/ansible-playbook playbooks/tpch.yml -e layout=$(LAYOUT) -e scale_factor=$(SF) -e queries=$(QUERIES)
+
+tiers: setup
+	$(BIN)/ansible-playbook playbooks/tpch.yml --tags tiers
+
+teardown: setup
+	$(BIN)/ansible-playbook playbooks/teardown.yml
+
+lint: setup
+	$(BIN)/ruff check analysis tracing tests playbooks/filter_plugins benchmarks
+
+unit: setup
+	$(BIN)/pytest -q tests/unit
+
+integration: setup
+	$(BIN)/pytest -q tests/integration
+
+test: lint
+	$(BIN)/pytest -q -rs tests

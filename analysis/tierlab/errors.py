@@ -1,0 +1,17 @@
+"""One exception type per user-facing failure class."""
+
+
+class TierlabError(Exception):
+    """Base of every error tierlab reports to a user."""
+
+
+class StudyInputError(TierlabError):
+    """A study variable (-e name=value) is not allowed; nothing has been touched yet."""
+
+
+class TraceFormatError(TierlabError):
+    """A trace file is truncated, corrupt or not of the expected format."""
+
+
+class RunDirError(TierlabError):
+    """A results directory is missing files it must have, or is not a run at all."""

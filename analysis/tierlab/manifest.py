@@ -1,0 +1,108 @@
+"""manifest.json: what a run is, how it went, and a checksum of every artifact.
+
+Assembled from the files the playbook left in the run directory, so it can
+be rewritten at any time (at the start, partial; at the end, final).
+"""
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .run_io import read_query_rows
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "partial", "failed")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _optional_json(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def artifacts(run_dir: Path) -> list[dict]:
+    return [
+        {"path": str(p.relative_to(run_dir)), "bytes": p.stat().st_size, "sha256": sha256(p)}
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    ]
+
+
+def _utc(text: str) -> datetime:
+    """A timestamp; Ansible's now(utc=true) writes UTC without an offset."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def phase_durations(phases: dict[str, str], finished_at: str) -> dict[str, float]:
+    """Seconds per phase from the finish times of consecutive phases ('started' first)."""
+    marks = sorted(((_utc(t), name) for name, t in phases.items()), key=lambda m: m[0])
+    marks.append((_utc(finished_at), "collect"))
+    return {name: round((t - prev).total_seconds(), 3) for (prev, _), (t, name) in zip(marks, marks[1:], strict=False)}
+
+
+def layout_files(study: dict, extents: dict | None) -> dict:
+    files = {f["object"]: f for f in (extents or {}).get("files", [])}
+    return {
+        table: {"tier": tier, "tier_name": files.get(table, {}).get("tier"), "path": files.get(table, {}).get("path"),
+                "device": files.get(table, {}).get("device"), "size_bytes": files.get(table, {}).get("size_bytes")}
+        for table, tier in study["placement"].items()
+    }
+
+
+def build(run_dir: Path, status: str, error: str = "", phases: dict | None = None) -> dict:
+    record = json.loads((run_dir / "config" / "study.json").read_text())
+    study = record["study"]
+    previous = _optional_json(run_dir / "manifest.json") or {}
+    rows = read_query_rows(run_dir)
+    expected = len(study["queries"]) * study["tries"]
+    if status == "auto":
+        status = "ok" if len(rows) >= expected else "partial"
+    finished_at = datetime.now(UTC).isoformat()
+    attempts = list(previous.get("attempts", []))
+    if phases:
+        attempts.append({"finished_at": finished_at, "status": status, "error": error,
+                         "phase_s": phase_durations(phases, finished_at)})
+    trace_backend = _optional_json(run_dir / "raw" / "trace_backend.json")
+    engine = _optional_json(run_dir / "raw" / "engine.json") or {"name": study["engine"]}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": record["run_id"],
+        "status": status,
+        "error": error,
+        "started_at": record["started_at"],
+        "finished_at": finished_at if status != "partial" else None,
+        "host": record["host"],
+        "tiers": _optional_json(run_dir / "raw" / "tiers.json") or record["tiers"],
+        "engine": engine,
+        "workload": {
+            "name": study["workload"], "scale_factor": study["scale_factor"], "queries": study["queries"],
+            "tries": study["tries"], "cache_state": "cold" if study["cold"] else "warm",
+            "query_timeout_s": study["query_timeout_s"],
+        },
+        "study": study,
+        "layout": {"name": study["layout"], "tables": layout_files(study, _optional_json(run_dir / "raw" / "extents.json"))},
+        "load": _optional_json(run_dir / "raw" / "load.json"),
+        "queries": {
+            "expected_tries": expected, "recorded_tries": len(rows),
+            "by_status": rows["status"].value_counts().to_dict() if len(rows) else {},
+        },
+        "versions": {**record["versions"], "tracer_backend": (trace_backend or {}).get("backend")},
+        "attempts": attempts,
+        "artifacts": artifacts(run_dir),
+    }
+
+
+def write(run_dir: Path, status: str, error: str = "", phases: dict | None = None) -> dict:
+    manifest = build(run_dir, status, error, phases)
+    tmp = run_dir / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str))
+    tmp.replace(run_dir / "manifest.json")
+    return manifest

@@ -1,0 +1,143 @@
+"""The metrics of STUDY.md section 2, as pure functions of a requests frame.
+
+The frame has one row per dispatched data request (see parse_ftrace), plus
+`object` and `file_offset_bytes` from attribution. Pages are aligned to the
+start of the file that holds them, or to the device where no file is known.
+"""
+
+from collections import deque
+
+import numpy as np
+import pandas as pd
+
+SECTOR_BYTES = 512
+STREAM_WINDOW = 8
+RANDOM_PCT_THRESHOLD = 50.0
+REPEAT_THRESHOLD = 1.1
+LATENCY_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999}
+CATEGORIES = {
+    (True, True): "1 random repeated",
+    (True, False): "2 random",
+    (False, False): "3 sequential",
+    (False, True): "4 sequential repeated",
+}
+
+
+def page_spans(requests: pd.DataFrame, page_bytes: int) -> pd.DataFrame:
+    """Per request: the page space it lives in (object or device) and its first and last page."""
+    mapped = requests["file_offset_bytes"].notna().to_numpy()
+    start = np.where(mapped, requests["file_offset_bytes"].fillna(0).to_numpy(),
+                     requests["sector"].to_numpy() * SECTOR_BYTES).astype(np.int64)
+    end = start + requests["size_sectors"].to_numpy() * SECTOR_BYTES - 1
+    space = np.where(mapped, "file:" + requests["object"].astype(str).to_numpy(),
+                     "dev:" + requests["device"].astype(str).to_numpy())
+    return pd.DataFrame({"space": space, "first_page": start // page_bytes, "last_page": end // page_bytes},
+                        index=requests.index)
+
+
+def page_counts(spans: pd.DataFrame) -> tuple[int, int]:
+    """(pages accessed with repetition, distinct pages)."""
+    if spans.empty:
+        return 0, 0
+    lengths = (spans["last_page"] - spans["first_page"] + 1).to_numpy()
+    codes, _ = pd.factorize(spans["space"])
+    first = np.repeat(spans["first_page"].to_numpy(), lengths)
+    # the position of each expanded page within its request
+    within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    keys = np.repeat(codes.astype(np.int64), lengths) << 40 | (first + within)
+    return int(lengths.sum()), int(np.unique(keys).size)
+
+
+def repeat_access_rate(spans: pd.DataFrame) -> float:
+    total, distinct = page_counts(spans)
+    return total / distinct if distinct else float("nan")
+
+
+def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:
+    """Block-level proxy of read-ahead: a request is sequential if it starts where one
+    of the last `window` requests to the same device ended, or spans more than one page."""
+    flags = np.zeros(len(requests), dtype=bool)
+    order = np.argsort(requests["ts_s"].to_numpy(), kind="stable")
+    devices = requests["device"].to_numpy()[order]
+    sectors = requests["sector"].to_numpy()[order]
+    sizes = requests["size_sectors"].to_numpy()[order]
+    page_sectors = page_bytes // SECTOR_BYTES
+    streams: dict[str, deque] = {}
+    for i in range(len(order)):
+        ends = streams.setdefault(devices[i], deque(maxlen=window))
+        start = int(sectors[i])
+        if start in ends:
+            ends.remove(start)
+            flags[order[i]] = True
+        elif sizes[i] > page_sectors:
+            flags[order[i]] = True
+        ends.append(start + int(sizes[i]))
+    return flags
+
+
+def busy_time_s(requests: pd.DataFrame) -> float:
+    """Time with at least one request in flight (union of dispatch-to-completion intervals)."""
+    done = requests.dropna(subset=["latency_us"])
+    if done.empty:
+        return 0.0
+    starts = done["ts_s"].to_numpy()
+    ends = starts + done["latency_us"].to_numpy() / 1e6
+    order = np.argsort(starts)
+    starts, ends = starts[order], ends[order]
+    covered_to = np.maximum.accumulate(ends)
+    # a new busy period starts where a request begins after everything before it ended
+    gaps = np.maximum(starts[1:] - covered_to[:-1], 0)
+    return float(covered_to[-1] - starts[0] - gaps.sum())
+
+
+def latency_percentiles(latency_us: pd.Series) -> dict[str, float]:
+    values = latency_us.dropna()
+    if values.empty:
+        return {f"latency_{k}_us": float("nan") for k in LATENCY_QUANTILES}
+    return {f"latency_{k}_us": float(values.quantile(q)) for k, q in LATENCY_QUANTILES.items()}
+
+
+def category(random_pct: float, repeat_rate: float,
+             random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD) -> str:
+    if np.isnan(random_pct):
+        return "no reads"
+    return CATEGORIES[(random_pct > random_threshold, repeat_rate > repeat_threshold)]
+
+
+def access_summary(requests: pd.DataFrame, page_bytes: int,
+                   random_threshold: float = RANDOM_PCT_THRESHOLD,
+                   repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
+    """The access-pattern metrics of one set of requests (a query, a query x table, a trace).
+
+    `requests` must carry a boolean `sequential` column (see sequential_flags)."""
+    reads = requests[requests["op"] == "R"]
+    spans = page_spans(requests, page_bytes)
+    read_spans = spans.loc[reads.index]
+    pages, distinct = page_counts(spans)
+    read_pages, read_distinct = page_counts(read_spans)
+    read_lengths = read_spans["last_page"] - read_spans["first_page"] + 1
+    sequential_pages = int(read_lengths[reads["sequential"]].sum())
+    sequential_pct = 100.0 * sequential_pages / read_pages if read_pages else float("nan")
+    random_pct = 100.0 - sequential_pct if read_pages else float("nan")
+    repeat_rate = pages / distinct if distinct else float("nan")
+    sizes = requests["size_sectors"].to_numpy()
+    return {
+        "requests": len(requests),
+        "read_requests": len(reads),
+        "write_requests": int((requests["op"] == "W").sum()),
+        "read_bytes": int(reads["size_sectors"].sum() * SECTOR_BYTES),
+        "write_bytes": int(requests.loc[requests["op"] == "W", "size_sectors"].sum() * SECTOR_BYTES),
+        "pages": pages,
+        "distinct_pages": distinct,
+        "read_pages": read_pages,
+        "distinct_read_pages": read_distinct,
+        "sequential_pct": sequential_pct,
+        "random_pct": random_pct,
+        "repeat_access_rate": repeat_rate,
+        "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
+        "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
+        "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
+        "misaligned_pct": 100.0 * float((requests["sector"].to_numpy() % 8 != 0).mean()) if len(sizes) else float("nan"),
+        "io_time_s": busy_time_s(requests),
+        **latency_percentiles(requests["latency_us"]),
+    }

@@ -1,0 +1,186 @@
+"""Validation of the study's user-facing variables, once, before anything runs.
+
+Every playbook calls `validate` (through the `tierlab_study` Ansible filter)
+before its first side effect. Each error names what was given, what is
+allowed and what to do.
+"""
+
+import re
+
+from .errors import StudyInputError
+from .layout import FAST, TABLE_CODES, layout_name, parse_layout
+
+ENGINES = ("mariadb", "mysql")
+PAGE_SIZES = {"4k": 4096, "8k": 8192, "16k": 16384, "32k": 32768, "64k": 65536}
+TPCH_QUERIES = 22
+FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
+TIERS = (FAST, "capacity")
+TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# InnoDB bytes per table at scale factor 1 with the schema's indexes, measured
+# on MariaDB 10.11 at 16k pages (docs/sizes.md); fixed-size tables are absolute.
+TPCH_BYTES_AT_SF1 = {
+    "lineitem": 1_090_000_000, "orders": 225_000_000, "partsupp": 175_000_000, "part": 36_000_000,
+    "customer": 36_000_000, "supplier": 2_600_000,
+}
+TPCH_FIXED_BYTES = {"nation": 131_072, "region": 131_072}
+# page-size differences, file-system metadata and the free space InnoDB keeps
+SIZE_MARGIN = 1.25
+# the file system of a tier cannot hand out all of its blocks to files
+TIER_USABLE_SHARE = 0.9
+
+
+def _fail(name: str, value, allowed: str, todo: str = "") -> StudyInputError:
+    message = f"{name}={value!r} is not allowed; allowed: {allowed}"
+    return StudyInputError(message + (f". {todo}" if todo else ""))
+
+
+def parse_bytes(name: str, value) -> int:
+    match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", str(value), re.IGNORECASE)
+    if not match or int(match.group(1)) == 0:
+        raise _fail(name, value, "a positive size in bytes, with an optional K, M, G or T suffix (e.g. 128M)")
+    return int(match.group(1)) * SIZE_UNITS[match.group(2).upper()]
+
+
+def parse_scale_factor(value) -> float:
+    try:
+        sf = float(value)
+    except (TypeError, ValueError):
+        raise _fail("scale_factor", value, "a number > 0 (e.g. 0.1, 1, 10)") from None
+    if not sf > 0:
+        raise _fail("scale_factor", value, "a number > 0 (e.g. 0.1, 1, 10)")
+    return sf
+
+
+def parse_page_size(value) -> str:
+    text = str(value).strip().lower()
+    by_bytes = {str(v): k for k, v in PAGE_SIZES.items()}
+    if text in PAGE_SIZES:
+        return text
+    if text in by_bytes:
+        return by_bytes[text]
+    raise _fail("page_size", value, ", ".join(PAGE_SIZES) + " (or the same in bytes)")
+
+
+def parse_queries(value, count: int = TPCH_QUERIES) -> list[str]:
+    """'all' or numbers joined by commas ('3,10,16'); names like 'q03'."""
+    text = str(value).strip().lower()
+    allowed = f"all, or query numbers 1 to {count} joined by commas (e.g. 3,10,16)"
+    if text == "all":
+        return [f"q{n:02d}" for n in range(1, count + 1)]
+    parts = [p.strip().removeprefix("q") for p in text.split(",")]
+    if not all(p.isdigit() and 1 <= int(p) <= count for p in parts):
+        raise _fail("queries", value, allowed)
+    numbers = [int(p) for p in parts]
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if repeated:
+        raise _fail("queries", value, allowed, f"Query {', '.join(map(str, repeated))} is given more than once")
+    return [f"q{n:02d}" for n in numbers]
+
+
+def parse_buffer_pool(value) -> dict:
+    """{'bytes': N} or {'percent': P} of the data's estimated size."""
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            percent = float(text[:-1])
+        except ValueError:
+            percent = -1.0
+        if not 0 < percent <= 100:
+            raise _fail("buffer_pool", value, "a size (e.g. 256M) or a percentage of the data from 0 to 100 (e.g. 5%)")
+        return {"percent": percent}
+    return {"bytes": parse_bytes("buffer_pool", value)}
+
+
+def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
+    allowed = f"a whole number from {low}" + (f" to {high}" if high else " up")
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise _fail(name, value, allowed) from None
+    if number < low or (high is not None and number > high):
+        raise _fail(name, value, allowed)
+    return number
+
+
+def _bool(name: str, value) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off"):
+        return False
+    raise _fail(name, value, "true or false")
+
+
+def _choice(name: str, value, allowed: tuple) -> str:
+    if value not in allowed:
+        raise _fail(name, value, ", ".join(allowed))
+    return value
+
+
+def estimated_table_bytes(scale_factor: float) -> dict[str, int]:
+    sized = {t: int(b * scale_factor * SIZE_MARGIN) for t, b in TPCH_BYTES_AT_SF1.items()}
+    return {**sized, **TPCH_FIXED_BYTES}
+
+
+def check_fit(placement: dict[str, str], scale_factor: float, fast_tier_bytes: int) -> None:
+    sizes = estimated_table_bytes(scale_factor)
+    fast = {t: sizes[t] for t, tier in placement.items() if tier == FAST}
+    needed = sum(fast.values())
+    usable = int(fast_tier_bytes * TIER_USABLE_SHARE)
+    if needed > usable:
+        listing = ", ".join(f"{t} {b / 1e9:.2f} GB" for t, b in sorted(fast.items(), key=lambda kv: -kv[1]))
+        raise StudyInputError(
+            f"layout {layout_name(placement)!r} at scale_factor={scale_factor:g} needs about {needed / 1e9:.2f} GB "
+            f"on the fast tier ({listing}), but the fast tier holds {usable / 1e9:.2f} GB usable "
+            f"of {fast_tier_bytes / 1e9:.2f} GB; choose fewer tables, a smaller scale_factor, or a larger fast tier"
+        )
+
+
+def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
+    """The normalized study settings from raw -e values (strings or typed)."""
+    workload = values.get("workload", "tpch")
+    if workload not in TABLE_CODES:
+        raise _fail("workload", workload, ", ".join(TABLE_CODES))
+    scale_factor = parse_scale_factor(values["scale_factor"])
+    placement = parse_layout(values["layout"], workload)
+    if fast_tier_bytes is not None:
+        check_fit(placement, scale_factor, int(fast_tier_bytes))
+    return {
+        "engine": _choice("engine", values["engine"], ENGINES),
+        "workload": workload,
+        "scale_factor": scale_factor,
+        "layout": layout_name(placement, workload),
+        "placement": placement,
+        "queries": parse_queries(values["queries"]),
+        "page_size": parse_page_size(values["page_size"]),
+        "page_size_bytes": PAGE_SIZES[parse_page_size(values["page_size"])],
+        "buffer_pool": parse_buffer_pool(values["buffer_pool"]),
+        "query_timeout_s": _positive_int("query_timeout_s", values["query_timeout_s"]),
+        "tries": _positive_int("tries", values["tries"]),
+        "cold": _bool("cold", values["cold"]),
+        "trace": _bool("trace", values["trace"]),
+        "trace_backend": _choice("trace_backend", values["trace_backend"], TRACE_BACKENDS),
+        "io_threads": _positive_int("io_threads", values["io_threads"], 1, 64),
+        "flush_method": _choice("flush_method", values["flush_method"], FLUSH_METHODS),
+        "read_ahead_threshold": _positive_int("read_ahead_threshold", values["read_ahead_threshold"], 0, 64),
+        "random_read_ahead": _bool("random_read_ahead", values["random_read_ahead"]),
+        "system_tier": _choice("system_tier", values["system_tier"], TIERS),
+        "resume": str(values.get("resume") or ""),
+    }
+
+
+def buffer_pool_bytes(buffer_pool: dict, scale_factor: float, page_size_bytes: int) -> int:
+    """Bytes for innodb_buffer_pool_size; a percentage is of the estimated data size.
+
+    MariaDB needs room for a few hundred pages at the least, so small
+    percentages are raised to 256 pages (and to 8 MiB).
+    """
+    if "bytes" in buffer_pool:
+        wanted = buffer_pool["bytes"]
+    else:
+        data = sum(estimated_table_bytes(scale_factor).values()) / SIZE_MARGIN
+        wanted = int(data * buffer_pool["percent"] / 100)
+    floor = max(256 * page_size_bytes, 8 << 20)
+    chunk = 1 << 20
+    return max(floor, wanted // chunk * chunk)

@@ -1,0 +1,33 @@
+"""Jinja filters that hand the study's input checks to the tierlab package (one implementation)."""
+
+from ansible.errors import AnsibleFilterError
+
+from tierlab.errors import StudyInputError
+from tierlab.study_vars import buffer_pool_bytes, parse_bytes, validate
+
+
+def tierlab_study(values, fast_tier_bytes=None):
+    try:
+        return validate(dict(values), fast_tier_bytes)
+    except StudyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def tierlab_bytes(value, name="size"):
+    try:
+        return parse_bytes(name, value)
+    except StudyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def tierlab_buffer_pool_bytes(study):
+    return buffer_pool_bytes(study["buffer_pool"], study["scale_factor"], study["page_size_bytes"])
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "tierlab_study": tierlab_study,
+            "tierlab_bytes": tierlab_bytes,
+            "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
+        }

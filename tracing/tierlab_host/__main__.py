@@ -1,0 +1,44 @@
+"""python3 -m tierlab_host COMMAND ...: each command prints one JSON object."""
+
+import argparse
+import sys
+
+from . import layout, mysqld, runner, tiers
+from .system import HostError
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="tierlab_host")
+    sub = parser.add_subparsers(dest="command", required=True)
+    tiers_up = sub.add_parser("tiers-up", help="bring tiers up from a JSON spec list")
+    tiers_up.add_argument("spec_file")
+    sub.add_parser("teardown", help="remove everything tierlab recorded on this host")
+    for action in ("start", "stop", "status"):
+        p = sub.add_parser(f"mysqld-{action}")
+        p.add_argument("--instance", required=True)
+        if action == "start":
+            p.add_argument("--server", required=True)
+            p.add_argument("--defaults-file", required=True)
+            p.add_argument("--client-file", required=True)
+            p.add_argument("--log-file", required=True)
+    move = sub.add_parser("layout-apply", help="move tables whose tier changes")
+    move.add_argument("spec_file")
+    run = sub.add_parser("run", help="run the query loop from a JSON spec")
+    run.add_argument("spec_file")
+    args = parser.parse_args()
+    try:
+        if args.command == "tiers-up":
+            tiers.main_up(args.spec_file)
+        elif args.command == "teardown":
+            tiers.main_down()
+        elif args.command.startswith("mysqld-"):
+            mysqld.main(args.command.removeprefix("mysqld-"), args)
+        elif args.command == "layout-apply":
+            layout.main(args.spec_file)
+        elif args.command == "run":
+            runner.main(args.spec_file)
+    except HostError as exc:
+        sys.exit(f"tierlab_host {args.command}: {exc}")
+
+
+main()

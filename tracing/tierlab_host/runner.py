@@ -1,0 +1,169 @@
+"""The query loop: for each query and try, cold start, trace on, execute, trace off, record.
+
+Everything measured is written as soon as it exists: one JSON line per try in
+raw/queries.jsonl, so a run that stops half-way keeps its rows and a resumed
+run starts at the first (query, try) without one.
+"""
+
+import json
+import os
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import mysqld, trace
+from .extents import map_files
+from .layout import current_file
+from .system import device_of_path
+
+COUNTERS = [
+    "Innodb_buffer_pool_read_ahead",
+    "Innodb_buffer_pool_reads",
+    "Innodb_buffer_pool_read_requests",
+    "Innodb_data_reads",
+    "Innodb_data_read",
+    "Innodb_data_writes",
+    "Innodb_data_written",
+    "Innodb_pages_read",
+]
+# the client is given this long beyond the server-side limit before it is killed
+CLIENT_GRACE_S = 60
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _done_tries(rows_file: Path) -> set[tuple[str, int]]:
+    if not rows_file.exists():
+        return set()
+    done = set()
+    for line in rows_file.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            done.add((row["query"], row["try"]))
+    return done
+
+
+def _append(path: Path, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def drop_os_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def _start(spec: dict) -> None:
+    mysqld.start(spec["instance"], spec["server"], spec["defaults_file"], spec["client_file"], spec["log_file"])
+
+
+def _cold_restart(spec: dict) -> None:
+    mysqld.stop(spec["instance"])
+    drop_os_caches()
+    _start(spec)
+
+
+def execute(spec: dict, sql: str, output: Path) -> dict:
+    """Run one statement through the client; status ok, error or timeout."""
+    limit_s = spec["query_timeout_s"]
+    script = f"SET SESSION max_statement_time={limit_s};\n{sql}\n"
+    cmd = mysqld.client_command(spec["client_file"], "--batch", "--skip-column-names", spec["database"])
+    started = time.monotonic()
+    with open(output, "wb") as out:
+        try:
+            done = subprocess.run(cmd, input=script.encode(), stdout=out, stderr=subprocess.PIPE,
+                                  timeout=limit_s + CLIENT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s", "elapsed_s": elapsed, "rows": None}
+    elapsed = time.monotonic() - started
+    error = done.stderr.decode(errors="replace").strip()
+    if done.returncode != 0:
+        status = "timeout" if "max_statement_time" in error else "error"
+        return {"status": status, "error": error, "elapsed_s": elapsed, "rows": None}
+    with open(output, "rb") as f:
+        rows = sum(1 for _ in f)
+    return {"status": "ok", "error": "", "elapsed_s": elapsed, "rows": rows}
+
+
+def _engine_facts(spec: dict) -> dict:
+    version = mysqld.query_scalar_rows(spec["client_file"], "SELECT VERSION()")[0][0]
+    return {"name": spec["engine"], "version": version, "settings": mysqld.settings(spec["client_file"], spec["settings"])}
+
+
+def table_files(spec: dict) -> list[dict]:
+    """Each table's file (from its .isl) with the tier whose device holds it."""
+    tier_by_device = {tier["device"]: tier["name"] for tier in spec["tiers"]}
+    files = []
+    for table in spec["tables"]:
+        path = current_file(spec["datadir"], spec["database"], table)
+        files.append({"object": table, "path": str(path), "tier": tier_by_device.get(device_of_path(path), "unknown")})
+    return files
+
+
+def run_queries(spec: dict) -> dict:
+    run_dir = Path(spec["run_dir"])
+    raw = run_dir / "raw"
+    for sub in ("traces", "counters", "output"):
+        (raw / sub).mkdir(parents=True, exist_ok=True)
+    rows_file = raw / "queries.jsonl"
+    done = _done_tries(rows_file)
+
+    _start(spec)
+    (raw / "engine.json").write_text(json.dumps(_engine_facts(spec), indent=1))
+    extents_file = raw / "extents.json"
+    if not extents_file.exists():
+        extents_file.write_text(json.dumps({"taken_at": _now(), "files": map_files(table_files(spec))}, indent=1))
+
+    backend = None
+    if spec["trace"]["enabled"]:
+        backend = trace.open_backend(spec["trace"]["backend"], spec["trace"]["instance"],
+                                     spec["trace"]["devices"], spec["trace"]["buffer_size_kb"])
+        (raw / "trace_backend.json").write_text(json.dumps({"backend": backend.name, "devices": spec["trace"]["devices"]}))
+    failed_tries = 0
+    try:
+        for query in spec["queries"]:
+            sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
+            for attempt in range(1, spec["tries"] + 1):
+                if (query, attempt) in done:
+                    continue
+                label = f"{query}_try{attempt}"
+                if spec["cold"]:
+                    _cold_restart(spec)
+                elif not mysqld.ping(spec["client_file"]):
+                    _start(spec)
+                before = mysqld.status_counters(spec["client_file"], COUNTERS)
+                started_at = _now()
+                if backend:
+                    backend.start(label, raw / "traces")
+                result = execute(spec, sql, raw / "output" / f"{label}.tsv")
+                trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
+                if not mysqld.ping(spec["client_file"]):
+                    crashed = "server was not running after the query"
+                    result["error"] = f"{result['error']}; {crashed}" if result["error"] else crashed
+                    _start(spec)
+                after = mysqld.status_counters(spec["client_file"], COUNTERS)
+                deltas = {name: after[name] - before[name] for name in COUNTERS}
+                counters = {"before": before, "after": after, "delta": deltas}
+                (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
+                failed_tries += result["status"] != "ok"
+                _append(rows_file, {
+                    "query": query, "try": attempt, **result,
+                    "cache": "cold" if spec["cold"] else "warm", "started_at": started_at,
+                    "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"],
+                })
+    finally:
+        if backend:
+            backend.close()
+        mysqld.stop(spec["instance"])
+    return {"changed": True, "rows_file": str(rows_file), "failed_tries": failed_tries}
+
+
+def main(spec_file: str) -> None:
+    print(json.dumps(run_queries(json.loads(Path(spec_file).read_text()))))
+

@@ -1,0 +1,56 @@
+"""Running commands and reading block-device facts on the host."""
+
+import os
+import subprocess
+from pathlib import Path
+
+
+class HostError(Exception):
+    """A host-side step failed; the message says what, where and what to do."""
+
+
+def run(cmd: list[str], timeout_s: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError as exc:
+        raise HostError(f"{cmd[0]} is not installed on this host: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise HostError(f"{' '.join(cmd)} did not finish within {timeout_s} s") from exc
+    if check and done.returncode != 0:
+        raise HostError(f"{' '.join(cmd)} failed (exit {done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def device_of_path(path: str | Path) -> str:
+    """The block device number 'major:minor' of the file system holding path."""
+    st = os.stat(path)
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+def queue_dir(device: str) -> Path:
+    """The sysfs queue directory of a device; a partition uses its disk's queue."""
+    sys_dir = Path("/sys/dev/block") / device
+    if (sys_dir / "queue").is_dir():
+        return sys_dir / "queue"
+    return sys_dir.resolve().parent / "queue"
+
+
+def device_name(device: str) -> str:
+    return (Path("/sys/dev/block") / device).resolve().name
+
+
+def device_model(device: str) -> str:
+    name = device_name(device)
+    if name.startswith("loop"):
+        return "loop"
+    disk = (Path("/sys/dev/block") / device).resolve()
+    for candidate in (disk / "device" / "model", disk.parent / "device" / "model"):
+        if candidate.exists():
+            return candidate.read_text().strip()
+    return "unknown"
+
+
+def ftrace_dev(device: str) -> int:
+    """The kernel's internal dev_t (major << 20 | minor), as tracepoint filters use it."""
+    major, minor = (int(x) for x in device.split(":"))
+    return major << 20 | minor

@@ -1,0 +1,151 @@
+"""Block trace capture, one trace file per query window.
+
+Backends:
+  blktrace  the `blktrace` tool; used where its relay files open (it hangs
+            where kernel lockdown refuses them, so it is probed under a timeout)
+  ftrace    a private tracing instance with block_rq_issue/block_rq_complete
+            filtered to the tier devices; query windows are marked through the
+            instance's own trace_marker
+"""
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from . import record
+from .system import HostError, device_name, ftrace_dev, run
+
+TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+DEBUGFS = Path("/sys/kernel/debug")
+EVENTS = ("block_rq_issue", "block_rq_complete")
+BLKTRACE_PROBE_TIMEOUT_S = 5
+BLKTRACE_STOP_TIMEOUT_S = 30
+
+
+def _tracefs() -> Path:
+    for candidate in TRACEFS_CANDIDATES:
+        if (candidate / "instances").is_dir():
+            return candidate
+    if not os.path.ismount(DEBUGFS):
+        run(["mount", "-t", "debugfs", "none", str(DEBUGFS)])
+        record.add("debugfs", path=str(DEBUGFS))
+    for candidate in TRACEFS_CANDIDATES:
+        if (candidate / "instances").is_dir():
+            return candidate
+    raise HostError("no tracefs found at /sys/kernel/tracing or /sys/kernel/debug/tracing; the kernel needs CONFIG_FTRACE")
+
+
+def blktrace_works(devices: list[str]) -> bool:
+    if subprocess.run(["which", "blktrace"], capture_output=True).returncode != 0:
+        return False
+    _tracefs()
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["timeout", str(BLKTRACE_PROBE_TIMEOUT_S), "blktrace", "-w", "1", "-D", tmp]
+        for device in devices:
+            cmd += ["-d", f"/dev/{device_name(device)}"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        # where the relay files are refused it still exits 0, but writes no per-CPU files
+        return done.returncode == 0 and "FAILED" not in done.stdout + done.stderr and any(Path(tmp).iterdir())
+
+
+class FtraceInstance:
+    name = "ftrace"
+
+    def __init__(self, instance: str, devices: list[str], buffer_size_kb: int):
+        self.dir = _tracefs() / "instances" / instance
+        if not self.dir.is_dir():
+            self.dir.mkdir()
+            record.add("tracing_instance", path=str(self.dir))
+        (self.dir / "tracing_on").write_text("0\n")
+        (self.dir / "buffer_size_kb").write_text(f"{buffer_size_kb}\n")
+        (self.dir / "trace_clock").write_text("mono\n")
+        dev_filter = " || ".join(f"dev == {ftrace_dev(d)}" for d in devices)
+        for event in EVENTS:
+            event_dir = self.dir / "events" / "block" / event
+            (event_dir / "filter").write_text(dev_filter + "\n")
+            (event_dir / "enable").write_text("1\n")
+
+    def _lost_events(self) -> int:
+        lost = 0
+        for stats in (self.dir / "per_cpu").glob("cpu*/stats"):
+            for line in stats.read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("overrun", "dropped events"):
+                    lost += int(value)
+        return lost
+
+    def start(self, label: str, out_dir: Path) -> None:
+        # opening `trace` for writing empties the ring buffer and its counters
+        open(self.dir / "trace", "w").close()
+        (self.dir / "tracing_on").write_text("1\n")
+        (self.dir / "trace_marker").write_text(f"tierlab start {label}\n")
+
+    def stop(self, label: str, out_dir: Path) -> dict:
+        (self.dir / "trace_marker").write_text(f"tierlab end {label}\n")
+        (self.dir / "tracing_on").write_text("0\n")
+        out = out_dir / f"{label}.ftrace"
+        with open(self.dir / "trace", "rb") as src, open(out, "wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        return {"files": [out.name], "events_lost": self._lost_events()}
+
+    def close(self) -> None:
+        remove_instance({"kind": "tracing_instance", "path": str(self.dir)})
+
+
+def remove_instance(entry: dict) -> None:
+    path = Path(entry["path"])
+    if path.is_dir():
+        (path / "tracing_on").write_text("0\n")
+        for event in EVENTS:
+            (path / "events" / "block" / event / "enable").write_text("0\n")
+        path.rmdir()
+    record.remove(entry)
+
+
+class Blktrace:
+    name = "blktrace"
+
+    def __init__(self, devices: list[str]):
+        self.devices = [f"/dev/{device_name(d)}" for d in devices]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, label: str, out_dir: Path) -> None:
+        # with several devices blktrace names its files <device>.blktrace.<cpu>, so each window gets a directory
+        (out_dir / label).mkdir(exist_ok=True)
+        cmd = ["blktrace", "-D", str(out_dir / label)]
+        for device in self.devices:
+            cmd += ["-d", device]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # blktrace needs a moment to set up its per-CPU relay channels
+        time.sleep(0.5)
+        if self.proc.poll() is not None:
+            raise HostError(f"blktrace exited at start: {self.proc.stdout.read().decode().strip()}")
+
+    def stop(self, label: str, out_dir: Path) -> dict:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = self.proc.communicate(timeout=BLKTRACE_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            self.proc.kill()
+            self.proc.communicate()
+            raise HostError(f"blktrace did not stop within {BLKTRACE_STOP_TIMEOUT_S} s and was killed") from exc
+        # its summary line reads "Total:  N events (dropped D),  K KiB data"
+        lost = sum(int(m) for m in re.findall(r"Total:.*\(dropped (\d+)\)", out.decode()))
+        files = sorted(f"{label}/{p.name}" for p in (out_dir / label).glob("*.blktrace.*"))
+        return {"files": files, "events_lost": lost}
+
+    def close(self) -> None:
+        pass
+
+
+def open_backend(choice: str, instance: str, devices: list[str], buffer_size_kb: int):
+    if choice not in ("auto", "blktrace", "ftrace"):
+        raise HostError(f"trace backend {choice!r} is unknown; allowed: auto, blktrace, ftrace")
+    if choice == "blktrace" or (choice == "auto" and blktrace_works(devices)):
+        return Blktrace(devices)
+    return FtraceInstance(instance, devices, buffer_size_kb)
