@@ -90,7 +90,7 @@ def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> FtraceTrace
                     if m["action"] not in ("D", "C"):
                         continue
                     event = (m["action"], m, m["comm"])
-                elif rest.startswith("block_"):
+                elif rest.startswith("block_") and not rest.startswith(("block_rq_issue:", "block_rq_complete:")):
                     continue
             if event is None:
                 if match is None or "block_rq" in line:

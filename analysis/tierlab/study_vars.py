@@ -17,13 +17,13 @@ FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-# InnoDB bytes per table at scale factor 1 with the schema's indexes, measured
-# on MariaDB 10.11 at 16k pages (docs/sizes.md); fixed-size tables are absolute.
+# .ibd bytes per table at scale factor 1 with the schema's indexes, measured
+# after the load on MariaDB 10.11 at 16k pages; nation and region do not scale.
 TPCH_BYTES_AT_SF1 = {
-    "lineitem": 1_090_000_000, "orders": 225_000_000, "partsupp": 175_000_000, "part": 36_000_000,
-    "customer": 36_000_000, "supplier": 2_600_000,
+    "lineitem": 1_136_656_384, "orders": 226_492_416, "partsupp": 205_520_896, "part": 41_943_040,
+    "customer": 37_748_736, "supplier": 10_485_760,
 }
-TPCH_FIXED_BYTES = {"nation": 131_072, "region": 131_072}
+TPCH_FIXED_BYTES = {"nation": 98_304, "region": 81_920}
 # page-size differences, file-system metadata and the free space InnoDB keeps
 SIZE_MARGIN = 1.25
 # the file system of a tier cannot hand out all of its blocks to files
@@ -123,17 +123,21 @@ def estimated_table_bytes(scale_factor: float) -> dict[str, int]:
     return {**sized, **TPCH_FIXED_BYTES}
 
 
+def human_bytes(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+
+
 def check_fit(placement: dict[str, str], scale_factor: float, fast_tier_bytes: int) -> None:
     sizes = estimated_table_bytes(scale_factor)
     fast = {t: sizes[t] for t, tier in placement.items() if tier == FAST}
     needed = sum(fast.values())
     usable = int(fast_tier_bytes * TIER_USABLE_SHARE)
     if needed > usable:
-        listing = ", ".join(f"{t} {b / 1e9:.2f} GB" for t, b in sorted(fast.items(), key=lambda kv: -kv[1]))
+        listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1]))
         raise StudyInputError(
-            f"layout {layout_name(placement)!r} at scale_factor={scale_factor:g} needs about {needed / 1e9:.2f} GB "
-            f"on the fast tier ({listing}), but the fast tier holds {usable / 1e9:.2f} GB usable "
-            f"of {fast_tier_bytes / 1e9:.2f} GB; choose fewer tables, a smaller scale_factor, or a larger fast tier"
+            f"layout {layout_name(placement)!r} at scale_factor={scale_factor:g} needs about {human_bytes(needed)} "
+            f"on the fast tier ({listing}), but the fast tier holds {human_bytes(usable)} usable "
+            f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller scale_factor, or a larger fast tier"
         )
 
 

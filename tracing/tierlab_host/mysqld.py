@@ -39,13 +39,14 @@ def _recorded(instance: str) -> dict | None:
     return None
 
 
+# `mysql` and `mysqladmin` are MySQL's clients and MariaDB's compatibility names for its own
 def client_command(client_file: str, *args: str) -> list[str]:
-    return ["mariadb", f"--defaults-file={client_file}", *args]
+    return ["mysql", f"--defaults-file={client_file}", *args]
 
 
 def ping(client_file: str) -> bool:
     done = subprocess.run(
-        ["mariadb-admin", f"--defaults-file={client_file}", "--connect-timeout=2", "ping"],
+        ["mysqladmin", f"--defaults-file={client_file}", "--connect-timeout=2", "ping"],
         capture_output=True, text=True,
     )
     return done.returncode == 0
@@ -97,7 +98,7 @@ def stop_recorded(entry: dict) -> bool:
     pid = entry["pid"]
     was_running = _is_ours(entry)
     if was_running:
-        run(["mariadb-admin", f"--defaults-file={entry['client_file']}", "shutdown"], check=False, timeout_s=60)
+        run(["mysqladmin", f"--defaults-file={entry['client_file']}", "shutdown"], check=False, timeout_s=60)
         if not _wait_gone(pid, STOP_TIMEOUT_S) and _is_ours(entry):
             os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 10)

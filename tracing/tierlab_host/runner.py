@@ -1,5 +1,6 @@
 """The query loop: for each query and try, cold start, trace on, execute, trace off, record.
 
+The server is left running at the end, as the engine role started it.
 Everything measured is written as soon as it exists: one JSON line per try in
 raw/queries.jsonl, so a run that stops half-way keeps its rows and a resumed
 run starts at the first (query, try) without one.
@@ -29,6 +30,13 @@ COUNTERS = [
 ]
 # the client is given this long beyond the server-side limit before it is killed
 CLIENT_GRACE_S = 60
+# how each engine limits a statement's time on the server (MariaDB in seconds, MySQL in ms)
+STATEMENT_LIMIT = {
+    "mariadb": "SET SESSION max_statement_time={s}",
+    "mysql": "SET SESSION max_execution_time={ms}",
+}
+# what the server's error says when that limit stopped the statement
+LIMIT_ERRORS = ("max_statement_time", "maximum statement execution time exceeded")
 
 
 def _now() -> str:
@@ -71,7 +79,8 @@ def _cold_restart(spec: dict) -> None:
 def execute(spec: dict, sql: str, output: Path) -> dict:
     """Run one statement through the client; status ok, error or timeout."""
     limit_s = spec["query_timeout_s"]
-    script = f"SET SESSION max_statement_time={limit_s};\n{sql}\n"
+    limit = STATEMENT_LIMIT[spec["engine"]].format(s=limit_s, ms=limit_s * 1000)
+    script = f"{limit};\n{sql}\n"
     cmd = mysqld.client_command(spec["client_file"], "--batch", "--skip-column-names", spec["database"])
     started = time.monotonic()
     with open(output, "wb") as out:
@@ -84,7 +93,7 @@ def execute(spec: dict, sql: str, output: Path) -> dict:
     elapsed = time.monotonic() - started
     error = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
-        status = "timeout" if "max_statement_time" in error else "error"
+        status = "timeout" if any(text in error for text in LIMIT_ERRORS) else "error"
         return {"status": status, "error": error, "elapsed_s": elapsed, "rows": None}
     with open(output, "rb") as f:
         rows = sum(1 for _ in f)
@@ -160,7 +169,6 @@ def run_queries(spec: dict) -> dict:
     finally:
         if backend:
             backend.close()
-        mysqld.stop(spec["instance"])
     return {"changed": True, "rows_file": str(rows_file), "failed_tries": failed_tries}
 
 

@@ -18,7 +18,8 @@ from . import record
 from .system import HostError, device_model, device_name, device_of_path, queue_dir, run
 
 BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
-CGROUP_NAME = "tierlab"
+# one throttle group per tierlab root (/var/lib/tierlab -> "tierlab"), so a test root never shares one
+CGROUP_NAME = record.STATE_DIR.parent.name
 THROTTLE_FILES = {
     "read_iops": "blkio.throttle.read_iops_device",
     "write_iops": "blkio.throttle.write_iops_device",

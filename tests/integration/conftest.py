@@ -1,0 +1,79 @@
+"""Integration tests run the real playbook (real MariaDB, real loop tiers, real traces)
+at a tiny scale factor, under a tierlab root of their own, and tear it all down after."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_ROOT = "/var/lib/tierlab-test"
+SCALE_FACTOR = 0.01
+QUERIES = "1,3"
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="integration tests need root (loop devices, mounts, tracing)")
+        for item in items:
+            if "integration" in str(item.path):
+                item.add_marker(skip)
+
+
+class Study:
+    def __init__(self, results_dir: Path):
+        self.results_dir = results_dir
+        self.root = TEST_ROOT
+
+    def playbook(self, name: str, *args: str, check: bool = True, **extra) -> subprocess.CompletedProcess:
+        variables = {"tierlab_root": TEST_ROOT, "results_dir": str(self.results_dir), "mysql_port": 3516,
+                     "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
+        cmd = [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
+        return done
+
+    def run_ids(self) -> set[str]:
+        return {p.name for p in self.results_dir.iterdir()} if self.results_dir.exists() else set()
+
+    def run(self, layout: str, **extra) -> Path:
+        before = self.run_ids()
+        self.playbook("tpch.yml", layout=layout, **extra)
+        (new,) = self.run_ids() - before
+        return self.results_dir / new
+
+
+def placement_now(run_dir: Path) -> dict:
+    """Where each table's file is right now: path, st_dev, and the st_dev of the tier it should be on."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    tier_paths = {t["role"]: t["path"] for t in manifest["tiers"]}
+    return {
+        table: {"tier": info["tier"], "path": info["path"], "file_dev": os.stat(info["path"]).st_dev,
+                "tier_dev": os.stat(tier_paths[info["tier"]]).st_dev}
+        for table, info in manifest["layout"]["tables"].items()
+    }
+
+
+@pytest.fixture(scope="session")
+def study(tmp_path_factory):
+    study = Study(tmp_path_factory.mktemp("results"))
+    yield study
+    study.playbook("teardown.yml", purge=True)
+    record = Path(TEST_ROOT) / "state" / "created.json"
+    assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
+    assert TEST_ROOT not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert TEST_ROOT not in Path("/proc/mounts").read_text()
+
+
+@pytest.fixture(scope="session")
+def layout_runs(study):
+    """One run per layout, in order; the placement of the files is taken right after each."""
+    runs = {}
+    for layout in ("None", "ALL", "C+O"):
+        run_dir = study.run(layout)
+        runs[layout] = {"dir": run_dir, "placement": placement_now(run_dir)}
+    return runs

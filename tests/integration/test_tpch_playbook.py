@@ -1,0 +1,128 @@
+import hashlib
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import tierlab
+
+LAYOUTS = {"None": set(), "ALL": {"customer", "orders", "lineitem", "partsupp", "part", "supplier", "nation", "region"},
+           "C+O": {"customer", "orders"}}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_each_table_file_lives_on_the_tier_its_layout_says(layout_runs, layout):
+    placement = layout_runs[layout]["placement"]
+    for table, where in placement.items():
+        expected = "fast" if table in LAYOUTS[layout] else "capacity"
+        assert where["tier"] == expected, table
+        assert where["file_dev"] == where["tier_dev"], f"{table}.ibd is not on the {expected} tier's device"
+        assert f"/tiers/{'optane' if expected == 'fast' else 'nand'}/" in where["path"]
+
+
+def test_q3_under_c_o_reads_customer_and_orders_on_the_fast_device_and_lineitem_on_the_capacity_device(layout_runs):
+    run = tierlab.load_run(layout_runs["C+O"]["dir"])
+    reads = run.requests[(run.requests["query"] == "q03") & (run.requests["op"] == "R")]
+    fast_objects = set(reads.loc[reads["tier"] == "optane", "object"])
+    capacity_objects = set(reads.loc[reads["tier"] == "nand", "object"])
+    assert {"customer", "orders"} <= fast_objects <= {"customer", "orders", "other"}
+    assert "lineitem" in capacity_objects
+    assert not {"customer", "orders"} & capacity_objects
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_requested_query_has_a_row(layout_runs, layout):
+    lines = (layout_runs[layout]["dir"] / "tables" / "queries.csv").read_text().splitlines()
+    assert lines[0].startswith("query,try,status,error,elapsed_s,io_time_s,rows")
+    rows = [line.split(",") for line in lines[1:]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("q01", "1", "ok"), ("q03", "1", "ok")]
+    assert [r[6] for r in rows] == ["4", "10"]
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout):
+    run_dir = layout_runs[layout]["dir"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "ok"
+    assert manifest["run_id"] == run_dir.name
+    assert re.fullmatch(r"\d{8}T\d{6}Z_mariadb_tpch-sf0\.01_" + re.escape(layout), run_dir.name)
+    assert manifest["engine"]["settings"]["innodb_page_size"] == "16384"
+    assert manifest["engine"]["version"].startswith("10.11")
+    assert manifest["versions"]["tracer_backend"] in ("ftrace", "blktrace")
+    assert {t["name"]: t["emulated"] for t in manifest["tiers"]} == {"optane": True, "nand": True}
+    assert manifest["tiers"][1]["throttle"] == {"read_iops": 2000, "write_iops": 2000, "read_bps": 524288000}
+    assert set(manifest["layout"]["tables"]) == set(LAYOUTS["ALL"])
+    assert set(manifest["attempts"][-1]["phase_s"]) == {"tiers", "engine", "data", "load", "run", "collect"}
+    listed = {a["path"]: a["sha256"] for a in manifest["artifacts"]}
+    on_disk = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file() and p.name != "manifest.json"}
+    assert set(listed) == on_disk
+    for path, digest in listed.items():
+        assert hashlib.sha256((run_dir / path).read_bytes()).hexdigest() == digest, path
+    assert "password" not in json.dumps(manifest).lower()
+
+
+def test_a_second_provisioning_run_changes_nothing(study, layout_runs):
+    done = study.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
+    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", done.stdout)
+    assert recap and recap.group(1) == "0", done.stdout[-3000:]
+
+
+def test_a_bad_layout_fails_before_anything_is_touched(study, layout_runs):
+    before = study.run_ids()
+    record = Path(study.root, "state", "created.json").read_text()
+    done = study.playbook("tpch.yml", check=False, layout="C+X")
+    assert done.returncode != 0
+    assert "layout 'C+X': unknown table code(s) 'X'; allowed: None, ALL, or codes C O L PS P S N R joined by '+'" in done.stdout
+    assert study.run_ids() == before
+    assert Path(study.root, "state", "created.json").read_text() == record
+
+
+def test_a_layout_too_big_for_the_fast_tier_shows_the_sizes(study, layout_runs):
+    done = study.playbook("tpch.yml", check=False, layout="ALL", scale_factor=10)
+    assert done.returncode != 0
+    assert "layout 'ALL' at scale_factor=10 needs about" in done.stdout
+    assert "lineitem 13.23 GiB" in done.stdout
+
+
+def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
+    # what an interrupted run leaves: the host's run directory with q01's row only, and a partial manifest
+    run_dir = layout_runs["C+O"]["dir"]
+    host_dir = Path(study.root, "runs", run_dir.name)
+    shutil.copytree(run_dir / "config", host_dir / "config")
+    shutil.copytree(run_dir / "raw", host_dir / "raw")
+    first, _ = (host_dir / "raw" / "queries.jsonl").read_text().splitlines()
+    (host_dir / "raw" / "queries.jsonl").write_text(first + "\n")
+    for path in host_dir.glob("raw/*/q03_try1.*"):
+        path.unlink()
+    q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace").read_bytes()
+    study.playbook("tpch.yml", layout="C+O", resume=run_dir.name)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "ok"
+    assert len(manifest["attempts"]) == 2
+    rows = [json.loads(line) for line in (run_dir / "raw" / "queries.jsonl").read_text().splitlines()]
+    assert [(r["query"], r["status"]) for r in rows] == [("q01", "ok"), ("q03", "ok")]
+    assert (run_dir / "raw" / "traces" / "q01_try1.ftrace").read_bytes() == q01_trace
+    assert not host_dir.exists()
+
+
+def test_resume_with_other_variables_is_refused(study, layout_runs):
+    done = study.playbook("tpch.yml", check=False, layout="None", resume=layout_runs["C+O"]["dir"].name)
+    assert done.returncode != 0
+    assert "that run was started with other variables" in done.stdout
+
+
+def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(study, layout_runs, tmp_path):
+    sys.path.insert(0, str(Path(study.root, "agent")))
+    from tierlab_host.runner import execute
+
+    client_file = f"{study.root}/instances/mariadb-16k/client.cnf"
+    spec = {"engine": "mariadb", "client_file": client_file, "database": "tpch_sf0_01", "query_timeout_s": 1}
+    timed_out = execute(spec, "SELECT SLEEP(5);", tmp_path / "sleep.tsv")
+    assert timed_out["status"] == "timeout"
+    assert "max_statement_time" in timed_out["error"]
+    failed = execute(spec, "SELECT no_such_column FROM lineitem;", tmp_path / "bad.tsv")
+    assert failed["status"] == "error"
+    assert "Unknown column 'no_such_column'" in failed["error"]

@@ -1,0 +1,122 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from tierlab.metrics import (
+    access_summary,
+    busy_time_s,
+    category,
+    page_counts,
+    page_spans,
+    repeat_access_rate,
+    sequential_flags,
+)
+
+PAGE = 16384
+PAGE_SECTORS = PAGE // 512
+
+
+def requests(rows, mapped=True):
+    """rows: (ts_s, sector, size_sectors[, op[, device[, latency_us]]])."""
+    records = []
+    for row in rows:
+        ts, sector, size, op, device, latency = (*row, "R", "7:1", 100.0)[:6] if len(row) == 3 else (*row, "7:1", 100.0)[:6]
+        records.append({"ts_s": ts, "device": device, "op": op, "rwbs": op, "sector": sector, "size_sectors": size,
+                        "latency_us": latency, "pid": 1, "process": "mariadbd",
+                        "object": "lineitem" if mapped else "other",
+                        "file_offset_bytes": float(sector * 512) if mapped else np.nan})
+    return pd.DataFrame(records)
+
+
+def test_study_example_sequence_has_repeat_access_rate_two():
+    # p1 p3 p4 p3 p1 p4 p5 p3: 8 accesses of 4 distinct pages
+    pages = [1, 3, 4, 3, 1, 4, 5, 3]
+    frame = requests([(i, p * PAGE_SECTORS, PAGE_SECTORS) for i, p in enumerate(pages)])
+    assert repeat_access_rate(page_spans(frame, PAGE)) == 2.0
+
+
+def test_no_page_read_twice_gives_repeat_access_rate_one():
+    frame = requests([(i, p * PAGE_SECTORS, PAGE_SECTORS) for i, p in enumerate([7, 2, 9])])
+    assert repeat_access_rate(page_spans(frame, PAGE)) == 1.0
+
+
+def test_a_request_spanning_two_pages_touches_both():
+    # 16 KiB starting half-way into page 1: pages 1 and 2
+    frame = requests([(0, PAGE_SECTORS + PAGE_SECTORS // 2, PAGE_SECTORS)])
+    spans = page_spans(frame, PAGE)
+    assert (spans["first_page"].iloc[0], spans["last_page"].iloc[0]) == (1, 2)
+    assert page_counts(spans) == (2, 2)
+
+
+def test_pages_of_different_files_are_different_pages():
+    frame = requests([(0, 0, PAGE_SECTORS), (1, 0, PAGE_SECTORS)])
+    frame.loc[1, "object"] = "orders"
+    assert page_counts(page_spans(frame, PAGE)) == (2, 2)
+
+
+def test_unmapped_requests_use_device_aligned_pages():
+    frame = requests([(0, 8, 8)], mapped=False)
+    spans = page_spans(frame, PAGE)
+    assert spans["space"].iloc[0] == "dev:7:1"
+    assert spans["first_page"].iloc[0] == 0
+
+
+def test_adjacent_single_page_reads_are_sequential_after_the_first():
+    frame = requests([(i, 1000 + i * PAGE_SECTORS, PAGE_SECTORS) for i in range(4)])
+    assert sequential_flags(frame, PAGE).tolist() == [False, True, True, True]
+
+
+def test_interleaved_streams_are_each_sequential():
+    a = [(2 * i, 1000 + i * PAGE_SECTORS, PAGE_SECTORS) for i in range(3)]
+    b = [(2 * i + 1, 900000 + i * PAGE_SECTORS, PAGE_SECTORS) for i in range(3)]
+    frame = requests(sorted(a + b))
+    assert sequential_flags(frame, PAGE).tolist() == [False, False, True, True, True, True]
+
+
+def test_a_stream_older_than_the_window_is_forgotten():
+    first = [(0, 0, PAGE_SECTORS)]
+    others = [(1 + i, (10 + i) * 100000, PAGE_SECTORS) for i in range(8)]
+    resume = [(20, PAGE_SECTORS, PAGE_SECTORS)]
+    assert sequential_flags(requests(first + others + resume), PAGE, window=8).tolist()[-1] is False
+    assert sequential_flags(requests(first + others[:7] + resume), PAGE, window=8).tolist()[-1] is True
+
+
+def test_a_multi_page_request_is_sequential_on_its_own():
+    assert sequential_flags(requests([(0, 5000, 4 * PAGE_SECTORS)]), PAGE).tolist() == [True]
+
+
+def test_streams_are_per_device():
+    frame = requests([(0, 0, PAGE_SECTORS, "R", "7:0"), (1, PAGE_SECTORS, PAGE_SECTORS, "R", "7:1")])
+    assert sequential_flags(frame, PAGE).tolist() == [False, False]
+
+
+@pytest.mark.parametrize(("random_pct", "repeat", "expected"), [
+    (50.0, 1.1, "3 sequential"),
+    (50.01, 1.1, "2 random"),
+    (50.01, 1.11, "1 random repeated"),
+    (50.0, 1.11, "4 sequential repeated"),
+    (float("nan"), float("nan"), "no reads"),
+])
+def test_category_boundaries(random_pct, repeat, expected):
+    assert category(random_pct, repeat) == expected
+
+
+def test_busy_time_is_the_union_of_in_flight_intervals():
+    # [0, 1 ms] and [0.5, 1.5 ms] overlap; [3, 4 ms] stands alone: 1.5 + 1 ms busy
+    frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.0005, 64, 8, "R", "7:1", 1000.0),
+                      (0.003, 128, 8, "R", "7:1", 1000.0)])
+    assert busy_time_s(frame) == pytest.approx(0.0025)
+
+
+def test_access_summary_of_a_scan_and_a_repeated_lookup():
+    scan = [(i, 1024 + i * PAGE_SECTORS, PAGE_SECTORS) for i in range(6)]
+    lookups = [(10 + i, 500000, PAGE_SECTORS) for i in range(2)]
+    frame = requests(scan + lookups)
+    frame["sequential"] = sequential_flags(frame, PAGE)
+    summary = access_summary(frame, PAGE)
+    assert (summary["read_pages"], summary["distinct_read_pages"]) == (8, 7)
+    assert summary["sequential_pct"] == pytest.approx(100 * 5 / 8)
+    assert summary["repeat_access_rate"] == pytest.approx(8 / 7)
+    assert summary["category"] == "4 sequential repeated"
+    assert summary["tiny_pct"] == 0.0
+    assert summary["misaligned_pct"] == 0.0

@@ -1,0 +1,99 @@
+import math
+
+import pytest
+
+from tierlab.errors import TraceFormatError
+from tierlab.parse_ftrace import classify, parse_ftrace
+
+HEADER = """# tracer: nop
+#
+# entries-in-buffer/entries-written: 9/9   #P:2
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+"""
+
+
+def issue(ts, rwbs, sector, size, task="mariadbd-12033", comm="mariadbd", dev="7,1"):
+    body = f"{dev} {rwbs} {size * 512} () {sector} + {size} be,0,4 [{comm}]"
+    return f"{task:>24}   [000] .....   {ts:.6f}: block_rq_issue: {body}\n"
+
+
+def complete(ts, rwbs, sector, size, dev="7,1"):
+    return f"          <idle>-0       [001] ..s1.   {ts:.6f}: block_rq_complete: {dev} {rwbs} () {sector} + {size} be,0,4 [0]\n"
+
+
+def marker(ts, text):
+    return f"         python3-11974   [000] ...1.   {ts:.6f}: tracing_mark_write: {text}\n"
+
+
+def write_trace(tmp_path, body):
+    path = tmp_path / "q03_try1.ftrace"
+    path.write_text(HEADER + body)
+    return path
+
+
+def test_dispatch_and_completion_make_one_request_with_its_latency(tmp_path):
+    trace = parse_ftrace(write_trace(tmp_path, issue(714.545253, "RS", 25231688, 32) + complete(714.545399, "RS", 25231688, 32)))
+    row = trace.requests.iloc[0]
+    assert len(trace.requests) == 1
+    assert (row["device"], row["op"], row["sector"], row["size_sectors"], row["pid"], row["process"]) == (
+        "7:1", "R", 25231688, 32, 12033, "mariadbd")
+    assert row["latency_us"] == pytest.approx(146.0)
+
+
+def test_completions_match_the_oldest_open_dispatch_of_the_same_sector(tmp_path):
+    body = (issue(1.0, "R", 100, 8) + issue(1.1, "R", 100, 8) + complete(1.2, "R", 100, 8) + complete(1.5, "R", 100, 8))
+    latencies = parse_ftrace(write_trace(tmp_path, body)).requests["latency_us"].tolist()
+    assert latencies == pytest.approx([200_000.0, 400_000.0])
+
+
+def test_markers_are_kept_in_order(tmp_path):
+    body = marker(1.0, "tierlab start q03_try1") + issue(1.5, "R", 8, 8) + marker(2.0, "tierlab end q03_try1")
+    assert parse_ftrace(write_trace(tmp_path, body)).markers == [(1.0, "tierlab start q03_try1"), (2.0, "tierlab end q03_try1")]
+
+
+def test_flush_discard_and_zero_length_are_counted_apart_from_data(tmp_path):
+    body = (issue(1.0, "FF", 0, 0) + issue(1.1, "DS", 4096, 2048) + issue(1.2, "W", 64, 0)
+            + issue(1.3, "WFS", 800, 8) + issue(1.4, "FWFS", 900, 8) + issue(1.5, "N", 0, 0))
+    trace = parse_ftrace(write_trace(tmp_path, body))
+    assert trace.requests["rwbs"].tolist() == ["WFS", "FWFS"]
+    assert trace.requests["op"].tolist() == ["W", "W"]
+    assert (trace.counts["flush"], trace.counts["discard"], trace.counts["zero_length"], trace.counts["other_op"]) == (1, 1, 1, 1)
+
+
+def test_unmatched_dispatches_and_completions_are_counted(tmp_path):
+    body = complete(0.9, "R", 7, 8) + issue(1.0, "R", 100, 8)
+    trace = parse_ftrace(write_trace(tmp_path, body))
+    assert trace.counts["completion_without_dispatch"] == 1
+    assert trace.counts["dispatch_without_completion"] == 1
+    assert math.isnan(trace.requests["latency_us"].iloc[0])
+
+
+def test_blk_tracer_lines_are_read_too(tmp_path):
+    body = ("        mariadbd-12033   [000] d..1.   10.000000: 7,0 D RS 305152 + 32 [mariadbd]\n"
+            "          <idle>-0       [000] d.h1.   10.000070: 7,0 C RS 305152 + 32 [0]\n")
+    row = parse_ftrace(write_trace(tmp_path, body)).requests.iloc[0]
+    assert (row["device"], row["sector"], row["size_sectors"]) == ("7:0", 305152, 32)
+    assert row["latency_us"] == pytest.approx(70.0)
+
+
+def test_a_corrupt_line_names_the_file_and_line(tmp_path):
+    body = issue(1.0, "R", 100, 8) + "        mariadbd-1 [000] .....  1.2: block_rq_issue: 7,1 garbage\n"
+    path = write_trace(tmp_path, body)
+    with pytest.raises(TraceFormatError, match=f"^{path}:7: not an ftrace block event line"):
+        parse_ftrace(path)
+
+
+def test_a_truncated_last_line_is_an_error_unless_tolerated(tmp_path):
+    path = write_trace(tmp_path, issue(1.0, "R", 100, 8) + issue(1.1, "R", 200, 8)[:40])
+    with pytest.raises(TraceFormatError, match=":7:"):
+        parse_ftrace(path)
+    trace = parse_ftrace(path, tolerate_errors=True)
+    assert len(trace.requests) == 1
+    assert trace.counts["bad_lines"] == 1
+
+
+@pytest.mark.parametrize(("rwbs", "op"), [("R", "R"), ("RA", "R"), ("RSM", "R"), ("WS", "W"), ("WFS", "W"),
+                                          ("FWFS", "W"), ("FN", "F"), ("FF", "F"), ("D", "D"), ("DS", "D"), ("N", "N")])
+def test_rwbs_classification(rwbs, op):
+    assert classify(rwbs) == op
