@@ -74,7 +74,9 @@ def read_counters(run_dir: Path) -> pd.DataFrame:
     rows = []
     for path in sorted((run_dir / "raw" / "counters").glob("*.json")):
         query, attempt = path.stem.rsplit("_try", 1)
-        rows.append({"query": query, "try": int(attempt), **json.loads(path.read_text())["delta"]})
+        delta = json.loads(path.read_text())["delta"]
+        if delta is not None:
+            rows.append({"query": query, "try": int(attempt), **delta})
     return pd.DataFrame(rows)
 
 

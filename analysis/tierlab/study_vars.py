@@ -188,3 +188,41 @@ def buffer_pool_bytes(buffer_pool: dict, scale_factor: float, page_size_bytes: i
     floor = max(256 * page_size_bytes, 8 << 20)
     chunk = 1 << 20
     return max(floor, wanted // chunk * chunk)
+
+
+TIER_EMULATIONS = ("loop", "none")
+THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
+
+
+def validate_tiers(tiers) -> list[dict]:
+    """The inventory's `tiers` list: one fast and one capacity tier, each complete."""
+    if not isinstance(tiers, list) or not tiers:
+        raise StudyInputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
+    names = [str(t.get("name", "")) for t in tiers]
+    for tier in tiers:
+        name = tier.get("name")
+        where = f"tier {name!r}"
+        if not name or not re.fullmatch(r"[a-z][a-z0-9_-]*", str(name)):
+            raise _fail("tiers name", name, "lowercase letters, digits, '_' and '-', starting with a letter (e.g. optane)")
+        if names.count(str(name)) > 1:
+            raise StudyInputError(f"{where} is named twice in the inventory's 'tiers'; give each tier its own name")
+        _choice(f"{where} role", tier.get("role"), TIERS)
+        _choice(f"{where} emulation", tier.get("emulation"), TIER_EMULATIONS)
+        if tier["emulation"] == "loop":
+            parse_bytes(f"{where} size", tier.get("size"))
+        elif not tier.get("path") and not tier.get("device"):
+            raise StudyInputError(
+                f"{where} (emulation none) needs 'path' (a mounted file system) or 'device' (to format and mount)"
+            )
+        if tier.get("read_ahead_kb") is not None:
+            _positive_int(f"{where} read_ahead_kb", tier["read_ahead_kb"], 0)
+        unknown = set(tier.get("throttle") or {}) - set(THROTTLE_KEYS)
+        if unknown:
+            raise _fail(f"{where} throttle", sorted(unknown), ", ".join(THROTTLE_KEYS))
+    roles = [t["role"] for t in tiers]
+    if sorted(roles) != ["capacity", FAST]:
+        raise StudyInputError(
+            "the inventory's 'tiers' must have exactly one tier with role 'fast' and one with role 'capacity'; "
+            f"given roles: {roles}"
+        )
+    return tiers

@@ -3,12 +3,19 @@
 from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import buffer_pool_bytes, parse_bytes, validate
+from tierlab.study_vars import buffer_pool_bytes, parse_bytes, validate, validate_tiers
 
 
 def tierlab_study(values, fast_tier_bytes=None):
     try:
         return validate(dict(values), fast_tier_bytes)
+    except StudyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def tierlab_tiers(tiers):
+    try:
+        return validate_tiers(list(tiers))
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 
@@ -28,6 +35,7 @@ class FilterModule:
     def filters(self):
         return {
             "tierlab_study": tierlab_study,
+            "tierlab_tiers": tierlab_tiers,
             "tierlab_bytes": tierlab_bytes,
             "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
         }

@@ -152,12 +152,15 @@ def run_queries(spec: dict) -> dict:
                     backend.start(label, raw / "traces")
                 result = execute(spec, sql, raw / "output" / f"{label}.tsv")
                 trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
-                if not mysqld.ping(spec["client_file"]):
+                if mysqld.ping(spec["client_file"]):
+                    after = mysqld.status_counters(spec["client_file"], COUNTERS)
+                    deltas = {name: after[name] - before[name] for name in COUNTERS}
+                else:
+                    # the server died in the query: its counters died with it
+                    after = deltas = None
                     crashed = "server was not running after the query"
-                    result["error"] = f"{result['error']}; {crashed}" if result["error"] else crashed
+                    result.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
                     _start(spec)
-                after = mysqld.status_counters(spec["client_file"], COUNTERS)
-                deltas = {name: after[name] - before[name] for name in COUNTERS}
                 counters = {"before": before, "after": after, "delta": deltas}
                 (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
                 failed_tries += result["status"] != "ok"
