@@ -6,6 +6,8 @@ LAYOUT ?= C+O
 SF ?= 0.1
 QUERIES ?= all
 APT_PACKAGES := python3 python3-venv python3-pip
+# the tests also read traces with blkparse and render reports in headless Chromium
+TEST_APT_PACKAGES := blktrace chromium
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
@@ -33,11 +35,16 @@ teardown: setup
 lint: setup
 	$(BIN)/ruff check analysis tracing tests playbooks/filter_plugins benchmarks
 
-unit: setup
+unit: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q tests/unit
 
 integration: setup
 	$(BIN)/pytest -q tests/integration
 
-test: lint
+$(VENV)/.test-deps: $(STAMP)
+	if ! dpkg -s $(TEST_APT_PACKAGES) >/dev/null 2>&1; then \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(TEST_APT_PACKAGES); fi
+	touch $@
+
+test: lint $(VENV)/.test-deps
 	$(BIN)/pytest -q -rs tests

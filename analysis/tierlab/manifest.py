@@ -57,7 +57,7 @@ def layout_files(study: dict, extents: dict | None) -> dict:
     }
 
 
-def build(run_dir: Path, status: str, error: str = "", phases: dict | None = None) -> dict:
+def build(run_dir: Path, status: str, error: str = "", phases: dict | None = None, with_artifacts: bool = True) -> dict:
     record = json.loads((run_dir / "config" / "study.json").read_text())
     study = record["study"]
     previous = _optional_json(run_dir / "manifest.json") or {}
@@ -96,7 +96,7 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         },
         "versions": {**record["versions"], "tracer_backend": (trace_backend or {}).get("backend")},
         "attempts": attempts,
-        "artifacts": artifacts(run_dir),
+        "artifacts": artifacts(run_dir) if with_artifacts else [],
     }
 
 

@@ -90,6 +90,38 @@ def busy_time_s(requests: pd.DataFrame) -> float:
     return float(covered_to[-1] - starts[0] - gaps.sum())
 
 
+def inflight_depth(requests: pd.DataFrame) -> dict[str, float]:
+    """Requests in flight (dispatched, not completed): time-weighted mean while busy, and maximum."""
+    done = requests.dropna(subset=["latency_us"])
+    if done.empty:
+        return {"inflight_mean": float("nan"), "inflight_max": 0}
+    starts = done["ts_s"].to_numpy()
+    ends = starts + done["latency_us"].to_numpy() / 1e6
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+    # at equal times a completion is counted before a dispatch, so back-to-back requests are not overlap
+    order = np.lexsort((steps, times))
+    times, depth = times[order], np.cumsum(steps[order])
+    durations = np.diff(times)
+    busy = depth[:-1] > 0
+    busy_time = durations[busy].sum()
+    mean = float((depth[:-1][busy] * durations[busy]).sum() / busy_time) if busy_time > 0 else float("nan")
+    return {"inflight_mean": mean, "inflight_max": int(depth.max())}
+
+
+SIZE_BUCKETS_BYTES = [512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
+
+
+def size_histogram(requests: pd.DataFrame) -> pd.DataFrame:
+    """Requests per size bucket: `size_le_bytes` is the bucket's upper bound (inclusive); the last is open."""
+    sizes = requests["size_sectors"].to_numpy() * SECTOR_BYTES
+    bucket = np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left")
+    labels = np.array([*SIZE_BUCKETS_BYTES, -1])[bucket]
+    counts = pd.Series(labels).value_counts()
+    return pd.DataFrame({"size_le_bytes": counts.index, "requests": counts.to_numpy()}).sort_values(
+        "size_le_bytes", key=lambda s: s.where(s >= 0, np.iinfo(np.int64).max)).reset_index(drop=True)
+
+
 def latency_percentiles(latency_us: pd.Series) -> dict[str, float]:
     values = latency_us.dropna()
     if values.empty:
@@ -139,5 +171,6 @@ def access_summary(requests: pd.DataFrame, page_bytes: int,
         "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
         "misaligned_pct": 100.0 * float((requests["sector"].to_numpy() % 8 != 0).mean()) if len(sizes) else float("nan"),
         "io_time_s": busy_time_s(requests),
+        **inflight_depth(requests),
         **latency_percentiles(requests["latency_us"]),
     }

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .attribute import attribute, extent_table
 from .errors import RunDirError
-from .metrics import access_summary, sequential_flags
+from .metrics import access_summary, sequential_flags, size_histogram
 from .parse_ftrace import parse_ftrace
 
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "rows", "cache", "started_at", "events_lost"]
@@ -107,34 +107,59 @@ def _engine_cross_check(counters: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze(run: Run) -> dict[str, pd.DataFrame]:
-    """tables/ of a run: queries, requests, query_metrics, table_metrics."""
+    """tables/ of a run: queries, requests, query_metrics, tier_metrics, table_metrics, size_histogram, trace_counts."""
     page_bytes = run.study["study"]["page_size_bytes"]
     requests = run.requests
-    query_rows, table_rows = [], []
+    rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": []}
     if not requests.empty:
         requests = requests[requests["query"].notna()].reset_index(drop=True)
         requests["sequential"] = False
         reads = requests["op"] == "R"
         requests.loc[reads, "sequential"] = sequential_flags(requests[reads], page_bytes)
         for (query, attempt), group in requests.groupby(["query", "try"], sort=True):
-            query_rows.append({"query": query, "try": attempt, **access_summary(group, page_bytes)})
+            key = {"query": query, "try": attempt}
+            rows["query"].append({**key, **access_summary(group, page_bytes)})
+            for tier, part in group.groupby("tier", sort=True):
+                rows["tier"].append({**key, "tier": tier, **access_summary(part, page_bytes)})
+                rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
             for (obj, tier), part in group.groupby(["object", "tier"], sort=True):
-                table_rows.append({"query": query, "try": attempt, "object": obj, "tier": tier,
-                                   **access_summary(part, page_bytes)})
-    query_metrics = pd.DataFrame(query_rows)
-    checks = _engine_cross_check(run.counters)
-    if not query_metrics.empty and not checks.empty:
-        query_metrics = query_metrics.merge(checks, on=["query", "try"], how="left")
-        query_metrics["sequential_pct_disagreement"] = query_metrics["sequential_pct"] - query_metrics["engine_sequential_pct"]
+                rows["table"].append({**key, "object": obj, "tier": tier, **access_summary(part, page_bytes)})
     queries = run.queries.copy()
-    io_time = query_metrics.set_index(["query", "try"])["io_time_s"] if not query_metrics.empty else pd.Series(dtype=float)
-    queries["io_time_s"] = [io_time.get((q, t), np.nan) for q, t in zip(queries["query"], queries["try"], strict=True)]
+    query_metrics = pd.DataFrame(rows["query"])
+    if not query_metrics.empty:
+        io_time = query_metrics.set_index(["query", "try"])["io_time_s"]
+        queries["io_time_s"] = [io_time.get((q, t), np.nan) for q, t in zip(queries["query"], queries["try"], strict=True)]
+        elapsed = queries.set_index(["query", "try"])["elapsed_s"]
+        query_metrics["elapsed_s"] = [elapsed.get((q, t), np.nan)
+                                      for q, t in zip(query_metrics["query"], query_metrics["try"], strict=True)]
+        query_metrics["io_share_pct"] = 100.0 * query_metrics["io_time_s"] / query_metrics["elapsed_s"]
+        checks = _engine_cross_check(run.counters)
+        if not checks.empty:
+            query_metrics = query_metrics.merge(checks, on=["query", "try"], how="left")
+            disagreement = query_metrics["sequential_pct"] - query_metrics["engine_sequential_pct"]
+            query_metrics["sequential_pct_disagreement"] = disagreement
+    else:
+        queries["io_time_s"] = np.nan
     return {
         "queries": queries[QUERY_COLUMNS],
         "requests": requests,
         "query_metrics": query_metrics,
-        "table_metrics": pd.DataFrame(table_rows),
+        "tier_metrics": pd.DataFrame(rows["tier"]),
+        "table_metrics": pd.DataFrame(rows["table"]),
+        "size_histogram": pd.DataFrame(rows["size"]),
+        "trace_counts": run.trace_counts,
     }
+
+
+def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics)."""
+    tables = {}
+    for name in ("queries", "query_metrics"):
+        path = run_dir / "tables" / f"{name}.csv"
+        if not path.exists():
+            raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
+        tables[name] = pd.read_csv(path, dtype={"error": "string"}) if path.stat().st_size > 1 else pd.DataFrame()
+    return tables
 
 
 def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:

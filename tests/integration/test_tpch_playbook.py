@@ -2,6 +2,7 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -126,3 +127,21 @@ def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(study, layout_ru
     failed = execute(spec, "SELECT no_such_column FROM lineitem;", tmp_path / "bad.tsv")
     assert failed["status"] == "error"
     assert "Unknown column 'no_such_column'" in failed["error"]
+
+
+def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path):
+    report = layout_runs["C+O"]["dir"] / "report" / "report.html"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(["chromium", *flags, "--dump-dom", report.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "<h1>tierlab run " + layout_runs["C+O"]["dir"].name in dom
+    assert dom.count("<svg") == 3
+    for title in ("Sequential vs random reads per query", "Repeat access rate per query", "Read latency CDF per tier"):
+        assert title in dom
+    assert "<h3>q03 (try 1)</h3>" in dom
+    shot = tmp_path / "report.png"
+    subprocess.run(["chromium", *flags, "--window-size=1200,2000", f"--screenshot={shot}", report.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 50_000

@@ -6,10 +6,12 @@ from tierlab.metrics import (
     access_summary,
     busy_time_s,
     category,
+    inflight_depth,
     page_counts,
     page_spans,
     repeat_access_rate,
     sequential_flags,
+    size_histogram,
 )
 
 PAGE = 16384
@@ -120,3 +122,23 @@ def test_access_summary_of_a_scan_and_a_repeated_lookup():
     assert summary["category"] == "4 sequential repeated"
     assert summary["tiny_pct"] == 0.0
     assert summary["misaligned_pct"] == 0.0
+
+
+def test_inflight_depth_is_time_weighted_while_busy():
+    # two requests overlap for 0.5 ms of a 1.5 ms busy period: depth 1, 2, 1 for 0.5 ms each
+    frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.0005, 64, 8, "R", "7:1", 1000.0),
+                      (0.003, 128, 8, "R", "7:1", 1000.0)])
+    depth = inflight_depth(frame)
+    assert depth["inflight_max"] == 2
+    assert depth["inflight_mean"] == pytest.approx((1.5 * (1 + 2 + 1) / 3 + 1.0 * 1) / 2.5)
+
+
+def test_back_to_back_requests_do_not_overlap():
+    frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.001, 64, 8, "R", "7:1", 1000.0)])
+    assert inflight_depth(frame) == {"inflight_mean": 1.0, "inflight_max": 1}
+
+
+def test_size_histogram_buckets_by_upper_bound():
+    frame = requests([(0, 0, 1), (1, 8, 8), (2, 16, 32), (3, 48, 32), (4, 80, 2560)])
+    histogram = size_histogram(frame)
+    assert histogram.to_dict("list") == {"size_le_bytes": [512, 4096, 16384, -1], "requests": [1, 1, 2, 1]}

@@ -1,0 +1,183 @@
+"""report.html (self-contained: plots inline as SVG) and summary.md, per run and per comparison.
+
+The only module that plots.
+"""
+
+import html
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .metrics import REPEAT_THRESHOLD  # noqa: E402
+
+QUERY_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_share_pct", "sequential_pct", "random_pct",
+                 "engine_sequential_pct", "repeat_access_rate", "category", "read_pages", "latency_p50_us", "latency_p99_us"]
+TABLE_COLUMNS = ["object", "tier", "read_requests", "read_pages", "sequential_pct", "random_pct",
+                 "repeat_access_rate", "category", "io_time_s", "latency_p50_us", "latency_p99_us"]
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
+th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
+.plot svg { max-width: 100%; height: auto; } .note { color: #666; font-size: 0.85em; }
+.wide { overflow-x: auto; }
+"""
+
+
+def _svg(fig) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return f'<div class="plot">{text[text.index("<svg"):]}</div>'
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float | np.floating):
+        return "" if np.isnan(value) else f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def _present(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    return frame[[c for c in columns if c in frame.columns]]
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
+                   for row in frame.itertuples(index=False))
+    return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def plot_sequential_random(metrics: pd.DataFrame) -> str:
+    labels = metrics["query"] + (" #" + metrics["try"].astype(str) if metrics["try"].nunique() > 1 else "")
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(metrics)), 3.2))
+    ax.bar(labels, metrics["sequential_pct"], label="sequential", color="#4c78a8")
+    ax.bar(labels, metrics["random_pct"], bottom=metrics["sequential_pct"], label="random", color="#f58518")
+    ax.set_ylabel("% of read pages")
+    ax.set_ylim(0, 100)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.tick_params(axis="x", rotation=90, labelsize=8)
+    ax.set_title("Sequential vs random reads per query (block level)")
+    return _svg(fig)
+
+
+def plot_repeat_access(metrics: pd.DataFrame) -> str:
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(metrics)), 3.2))
+    ax.bar(metrics["query"], metrics["repeat_access_rate"], color="#54a24b")
+    ax.axhline(REPEAT_THRESHOLD, color="#999", linestyle="--", linewidth=1, label=f"repeated above {REPEAT_THRESHOLD}")
+    ax.set_ylabel("pages accessed / distinct pages")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.tick_params(axis="x", rotation=90, labelsize=8)
+    ax.set_title("Repeat access rate per query")
+    return _svg(fig)
+
+
+def plot_latency_cdf(requests: pd.DataFrame) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for tier, group in requests[requests["op"] == "R"].groupby("tier"):
+        values = np.sort(group["latency_us"].dropna().to_numpy())
+        if values.size:
+            ax.plot(values, np.arange(1, values.size + 1) / values.size, label=f"{tier} ({values.size} reads)")
+    ax.set_xscale("log")
+    ax.set_xlabel("read latency, dispatch to completion (µs)")
+    ax.set_ylabel("fraction of reads")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("Read latency CDF per tier")
+    return _svg(fig)
+
+
+def plot_time_per_layout(times: pd.DataFrame) -> str:
+    """times: index query, one column per run label, seconds."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(times)), 3.2))
+    width = 0.8 / max(1, len(times.columns))
+    positions = np.arange(len(times))
+    for i, label in enumerate(times.columns):
+        ax.bar(positions + i * width, times[label].to_numpy(), width, label=label)
+    ax.set_xticks(positions + width * (len(times.columns) - 1) / 2, times.index, rotation=90, fontsize=8)
+    ax.set_ylabel("elapsed (s)")
+    ax.legend(fontsize=8)
+    ax.set_title("Time per query per run")
+    return _svg(fig)
+
+
+def _page(title: str, sections: list[str]) -> str:
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>")
+
+
+def run_context(manifest: dict) -> list[tuple[str, str]]:
+    tiers = "; ".join(f"{t['name']} ({t['role']}, {'emulated' if t.get('emulated') else 'real'}"
+                      + (f", throttle {t['throttle']}" if t.get("throttle") else "") + ")" for t in manifest.get("tiers", []))
+    workload = manifest.get("workload", {})
+    return [
+        ("run", manifest.get("run_id", "")), ("status", manifest.get("status", "")),
+        ("engine", f"{manifest.get('engine', {}).get('name', '')} {manifest.get('engine', {}).get('version', '')}"),
+        ("workload", f"{workload.get('name', '')} SF {workload.get('scale_factor', '')}, {workload.get('cache_state', '')}"),
+        ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
+        ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
+    ]
+
+
+def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFrame]) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    context = pd.DataFrame(run_context(manifest), columns=["", "value"])
+    metrics, table_metrics, requests = tables["query_metrics"], tables["table_metrics"], tables["requests"]
+    title = f"tierlab run {manifest.get('run_id', '')}"
+    queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s", "rows"])
+    sections = [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]
+    md = [f"# {title}", "", _md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error"]))]
+    if not metrics.empty:
+        sections += ["<h2>Per-query access patterns</h2>",
+                     "<p class='note'>Sequential: a read that starts where one of the last 8 reads on its device ended, or "
+                     "spans more than one page; percentages over read pages. Engine: InnoDB read-ahead pages / (read-ahead + "
+                     "random misses). Categories: 1 random repeated, 2 random, 3 sequential, 4 sequential repeated.</p>",
+                     _html_table(_present(metrics, QUERY_COLUMNS)),
+                     plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(requests),
+                     "<h2>Per-table breakdown of each query</h2>"]
+        md += ["", "## Per-query access patterns", "", _md_table(_present(metrics, QUERY_COLUMNS)), "",
+               "## Per-table breakdown", ""]
+        for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
+            sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>", _html_table(_present(part, TABLE_COLUMNS))]
+            md += [f"### {query} (try {attempt})", "", _md_table(_present(part, TABLE_COLUMNS)), ""]
+    report, summary = out_dir / "report.html", out_dir / "summary.md"
+    report.write_text(_page(title, sections))
+    summary.write_text("\n".join(md) + "\n")
+    return [report, summary]
+
+
+def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:
+    """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = []
+    for label, tables in runs.items():
+        metrics = tables["query_metrics"]
+        queries = tables["queries"][tables["queries"]["status"] == "ok"].groupby("query")["elapsed_s"].median()
+        per_query = pd.DataFrame({"elapsed_s": queries})
+        if not metrics.empty:
+            per_query = per_query.join(metrics.groupby("query")[["io_time_s", "sequential_pct", "repeat_access_rate"]].median())
+            per_query = per_query.join(metrics.groupby("query")["category"].first())
+        frames.append(per_query.assign(run=label))
+    side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
+    times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]
+    title = "tierlab comparison: " + ", ".join(runs)
+    (out_dir / "compare.csv").write_text(side.to_csv(index=False, float_format="%.6g"))
+    html_sections = ["<p>" + "<br>".join(html.escape(label) for label in runs) + "</p>",
+                     plot_time_per_layout(times), "<h2>Side by side</h2>", _html_table(side.sort_values(["query", "run"]))]
+    (out_dir / "report.html").write_text(_page(title, html_sections))
+    (out_dir / "summary.md").write_text(f"# {title}\n\n## Elapsed seconds\n\n{_md_table(times.reset_index())}\n\n"
+                                        f"## Side by side\n\n{_md_table(side.sort_values(['query', 'run']))}\n")
+    return [out_dir / "report.html", out_dir / "summary.md", out_dir / "compare.csv"]
