@@ -24,7 +24,8 @@ def run(args, trace: bool) -> Path:
     cmd = [str(ROOT / ".venv/bin/ansible-playbook"), "playbooks/tpch.yml",
            "-e", f"layout={args.layout}", "-e", f"scale_factor={args.scale_factor}",
            "-e", f"queries={args.queries}", "-e", f"trace={str(trace).lower()}"]
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, env=env)
     (new,) = set(results.iterdir()) - before
     return new
 

@@ -6,14 +6,23 @@ import sys
 from pathlib import Path
 
 from . import manifest
-from .errors import TierlabError
-from .run_io import analyze, load_run, write_tables
+from .errors import RunDirError, TierlabError
+from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
+from .report import write_comparison_report, write_run_report
+from .run_io import analyze, load_run, read_tables, write_tables
+from .trace_stats import read_traces, trace_stats
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    print(f"[{done}/{total}] reading the trace of {label}", file=sys.stderr, flush=True)
 
 
 def _analyze(args) -> None:
     run_dir = Path(args.run_dir)
-    tables = analyze(load_run(run_dir, args.tolerate_errors))
-    for path in write_tables(run_dir, tables):
+    tables = analyze(load_run(run_dir, args.tolerate_errors, _progress), args.stream_window,
+                     args.random_threshold, args.repeat_threshold)
+    context = manifest.build(run_dir, "auto", with_artifacts=False)
+    for path in write_tables(run_dir, tables) + write_run_report(run_dir / "report", context, tables):
         print(path)
     queries = tables["queries"]
     print(queries.to_string(index=False, columns=["query", "try", "status", "elapsed_s", "io_time_s", "rows"]))
@@ -25,6 +34,26 @@ def _manifest(args) -> None:
     print(f"{args.run_dir}/manifest.json: status {written['status']}")
 
 
+def _compare(args) -> None:
+    runs = {}
+    for run_dir in map(Path, args.run_dirs):
+        if not (run_dir / "manifest.json").exists():
+            raise RunDirError(f"{run_dir} is not a tierlab run directory (no manifest.json)")
+        runs[run_dir.name] = read_tables(run_dir)
+    out = Path(args.out) if args.out else Path(args.run_dirs[0]).parent / ("compare_" + "__".join(runs))[:200]
+    for path in write_comparison_report(out, runs):
+        print(path)
+
+
+def _trace_stats(args) -> None:
+    stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors), args.page_size)
+    if args.json:
+        print(json.dumps(stats, indent=1, default=float))
+        return
+    for key, value in stats.items():
+        print(f"{key:>26}  {value}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tierlab", description="Analyze tierlab runs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -32,7 +61,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("run_dir")
     p.add_argument("--tolerate-errors", action="store_true",
                    help="skip (and count) unparseable trace lines instead of stopping at the first")
+    p.add_argument("--stream-window", type=int, default=STREAM_WINDOW,
+                   help=f"recent requests per device a sequential read may continue (default {STREAM_WINDOW})")
+    p.add_argument("--random-threshold", type=float, default=RANDOM_PCT_THRESHOLD,
+                   help=f"a query is random above this %% of random read pages (default {RANDOM_PCT_THRESHOLD:g})")
+    p.add_argument("--repeat-threshold", type=float, default=REPEAT_THRESHOLD,
+                   help=f"a query is repeated above this repeat access rate (default {REPEAT_THRESHOLD:g})")
     p.set_defaults(func=_analyze)
+    p = sub.add_parser("compare", help="put analyzed runs side by side (e.g. the layouts of the same queries)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", help="directory for report.html, summary.md and compare.csv")
+    p.set_defaults(func=_compare)
+    p = sub.add_parser("trace-stats", help="access-pattern statistics of any block trace (no run directory needed)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a blkparse-style prefix, a per-CPU or merged binary file, blkparse text, or ftrace text")
+    p.add_argument("--format", choices=("auto", "binary", "blkparse", "ftrace"), default="auto")
+    p.add_argument("--page-size", type=int, default=16384, help="page size in bytes; pages are device-aligned")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--tolerate-errors", action="store_true",
+                   help="keep the good part of truncated or corrupt input, with the problems counted")
+    p.set_defaults(func=_trace_stats)
     p = sub.add_parser("manifest", help="(re)write a run's manifest.json")
     p.add_argument("run_dir")
     p.add_argument("--status", choices=("auto", *manifest.STATUSES), default="auto",

@@ -55,21 +55,67 @@ def classify(rwbs: str) -> str:
 
 
 @dataclass
-class FtraceTrace:
+class BlockTrace:
     requests: pd.DataFrame
     markers: list[tuple[float, str]]
     counts: dict = field(default_factory=dict)
 
 
-def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> FtraceTrace:
+class RequestPairer:
+    """Pairs dispatches with completions, for the text parsers.
+
+    A completion closes the oldest open dispatch with the same device and sector. Flush,
+    discard, other and zero-length dispatches take part in matching but are only counted.
+    Times are given in ticks (ftrace: seconds; blkparse: nanoseconds, kept whole for exact latencies)."""
+
+    def __init__(self, ticks_per_second: float = 1.0):
+        self.ticks_per_second = ticks_per_second
+        self.rows: list[list] = []
+        self.open: dict[tuple[str, int], deque] = defaultdict(deque)
+        self.counts = {"flush": 0, "discard": 0, "other_op": 0, "zero_length": 0,
+                       "dispatch_without_completion": 0, "completion_without_dispatch": 0}
+
+    def dispatch(self, ts: float, device: str, op: str, rwbs: str, sector: int, size: int, pid: int, process) -> None:
+        row = [ts, device, op, rwbs, sector, size, float("nan"), pid, process]
+        self.open[(device, sector)].append(row)
+        if op == "F":
+            self.counts["flush"] += 1
+        elif op == "D":
+            self.counts["discard"] += 1
+        elif op == "N":
+            self.counts["other_op"] += 1
+        elif size == 0:
+            self.counts["zero_length"] += 1
+        else:
+            self.rows.append(row)
+
+    def complete(self, ts: float, device: str, sector: int) -> None:
+        waiting = self.open.get((device, sector))
+        if waiting:
+            row = waiting.popleft()
+            row[6] = (ts - row[0]) / (self.ticks_per_second / 1e6)
+        else:
+            self.counts["completion_without_dispatch"] += 1
+
+    def result(self, markers: list[tuple[float, str]], extra_counts: dict) -> BlockTrace:
+        self.counts["dispatch_without_completion"] = sum(len(q) for q in self.open.values())
+        for row in self.rows:
+            row[0] = row[0] / self.ticks_per_second
+        frame = pd.DataFrame(self.rows, columns=REQUEST_COLUMNS)
+        frame = frame.astype({"ts_s": "float64", "device": "string", "op": "string", "rwbs": "string",
+                              "sector": "int64", "size_sectors": "int64", "latency_us": "float64",
+                              "pid": "int64", "process": "string"})
+        return BlockTrace(frame.sort_values("ts_s", kind="stable").reset_index(drop=True), markers,
+                          {**self.counts, **extra_counts})
+
+
+def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:
     """Parse one ftrace text file. Unparseable event lines raise TraceFormatError
     naming the file and line, unless tolerate_errors, which skips and counts them."""
     path = Path(path)
-    rows: list[list] = []
-    open_dispatch: dict[tuple[str, int], deque] = defaultdict(deque)
+    pairer = RequestPairer()
     markers: list[tuple[float, str]] = []
-    counts = {"flush": 0, "discard": 0, "other_op": 0, "zero_length": 0,
-              "dispatch_without_completion": 0, "completion_without_dispatch": 0, "bad_lines": 0}
+    bad_lines = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if line.startswith("#") or not line.strip():
@@ -94,7 +140,7 @@ def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> FtraceTrace
                     continue
             if event is None:
                 if match is None or "block_rq" in line:
-                    counts["bad_lines"] += 1
+                    bad_lines += 1
                     if not tolerate_errors:
                         raise TraceFormatError(
                             f"{path}:{number}: not an ftrace block event line: {line.strip()[:120]!r}; "
@@ -103,32 +149,9 @@ def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> FtraceTrace
                 continue
             action, m, comm = event
             device = f"{m['maj']}:{m['min']}"
-            sector = int(m["sector"])
             if action == "D":
-                op = classify(m["rwbs"])
-                size = int(m["size"])
-                row = [ts, device, op, m["rwbs"], sector, size, float("nan"), int(match["pid"]), comm or match["task"]]
-                open_dispatch[(device, sector)].append(row)
-                if op == "F":
-                    counts["flush"] += 1
-                elif op == "D":
-                    counts["discard"] += 1
-                elif op == "N":
-                    counts["other_op"] += 1
-                elif size == 0:
-                    counts["zero_length"] += 1
-                else:
-                    rows.append(row)
+                pairer.dispatch(ts, device, classify(m["rwbs"]), m["rwbs"], int(m["sector"]), int(m["size"]),
+                                int(match["pid"]), comm or match["task"])
             else:
-                queue = open_dispatch.get((device, sector))
-                if queue:
-                    row = queue.popleft()
-                    row[6] = (ts - row[0]) * 1e6
-                else:
-                    counts["completion_without_dispatch"] += 1
-    counts["dispatch_without_completion"] = sum(len(q) for q in open_dispatch.values())
-    frame = pd.DataFrame(rows, columns=REQUEST_COLUMNS)
-    frame = frame.astype({"ts_s": "float64", "device": "string", "op": "string", "rwbs": "string",
-                          "sector": "int64", "size_sectors": "int64", "latency_us": "float64",
-                          "pid": "int64", "process": "string"})
-    return FtraceTrace(frame.sort_values("ts_s", kind="stable").reset_index(drop=True), markers, counts)
+                pairer.complete(ts, device, int(m["sector"]))
+    return pairer.result(markers, {"bad_lines": bad_lines})

@@ -143,8 +143,9 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     if not metrics.empty:
         sections += ["<h2>Per-query access patterns</h2>",
                      "<p class='note'>Sequential: a read that starts where one of the last 8 reads on its device ended, or "
-                     "spans more than one page; percentages over read pages. Engine: InnoDB read-ahead pages / (read-ahead + "
-                     "random misses). Categories: 1 random repeated, 2 random, 3 sequential, 4 sequential repeated.</p>",
+                     "spans more than one page; percentages over read pages. Engine: InnoDB read-ahead pages / pages read "
+                     "(Innodb_buffer_pool_read_ahead / Innodb_pages_read). Categories: 1 random repeated, 2 random, "
+                     "3 sequential, 4 sequential repeated.</p>",
                      _html_table(_present(metrics, QUERY_COLUMNS)),
                      plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(requests),
                      "<h2>Per-table breakdown of each query</h2>"]

@@ -12,7 +12,15 @@ import pandas as pd
 
 from .attribute import attribute, extent_table
 from .errors import RunDirError
-from .metrics import access_summary, sequential_flags, size_histogram
+from .metrics import (
+    RANDOM_PCT_THRESHOLD,
+    REPEAT_THRESHOLD,
+    STREAM_WINDOW,
+    access_summary,
+    sequential_flags,
+    size_histogram,
+)
+from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "rows", "cache", "started_at", "events_lost"]
@@ -48,24 +56,33 @@ def _window(markers: list[tuple[float, str]], label: str) -> tuple[float, float]
     return start, end
 
 
-def read_requests(run_dir: Path, rows: pd.DataFrame, tolerate_errors: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All traced requests of the run (query, try set by the query window), and per-trace counts."""
+def _read_window_trace(run_dir: Path, names: list[str], tolerate_errors: bool):
+    """One query window's trace: an ftrace text file, or the per-CPU binary files of blktrace."""
+    paths = [run_dir / "raw" / "traces" / name for name in names]
+    if names[0].endswith(".ftrace"):
+        return parse_ftrace(paths[0], tolerate_errors)
+    return parse_blktrace_binary(paths, tolerate_errors)
+
+
+def read_requests(run_dir: Path, rows: pd.DataFrame, tolerate_errors: bool = False,
+                  progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All traced requests of the run (query, try set by the query window), and per-trace counts.
+
+    The window is the trace's start/end markers (ftrace), or the whole trace (blktrace, started
+    and stopped around the query). `progress(done, total, label)` is called before each trace."""
     frames, counts = [], []
-    for row in rows[["query", "try", "trace_files"]].to_dict("records"):
+    traced = [row for row in rows[["query", "try", "trace_files"]].to_dict("records") if row["trace_files"]]
+    for number, row in enumerate(traced, 1):
         label = f"{row['query']}_try{row['try']}"
-        for name in row["trace_files"] or []:
-            path = run_dir / "raw" / "traces" / name
-            if not name.endswith(".ftrace"):
-                raise RunDirError(
-                    f"{path}: binary blktrace files are not decoded yet; only ftrace traces can be analyzed in this version"
-                )
-            trace = parse_ftrace(path, tolerate_errors)
-            start, end = _window(trace.markers, label)
-            inside = (trace.requests["ts_s"] >= start) & (trace.requests["ts_s"] <= end)
-            frames.append(trace.requests.assign(
-                query=pd.Series(np.where(inside, row["query"], None), dtype="string"), **{"try": row["try"]}))
-            counts.append({"query": row["query"], "try": row["try"], "file": name,
-                           "outside_window": int((~inside).sum()), **trace.counts})
+        if progress:
+            progress(number, len(traced), label)
+        trace = _read_window_trace(run_dir, row["trace_files"], tolerate_errors)
+        start, end = _window(trace.markers, label)
+        inside = (trace.requests["ts_s"] >= start) & (trace.requests["ts_s"] <= end)
+        frames.append(trace.requests.assign(
+            query=pd.Series(np.where(inside, row["query"], None), dtype="string"), **{"try": row["try"]}))
+        counts.append({"query": row["query"], "try": row["try"], "files": " ".join(row["trace_files"]),
+                       "outside_window": int((~inside).sum()), **trace.counts})
     requests = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return requests, pd.DataFrame(counts)
 
@@ -80,13 +97,13 @@ def read_counters(run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load_run(path: str | Path, tolerate_errors: bool = False) -> Run:
+def load_run(path: str | Path, tolerate_errors: bool = False, progress=None) -> Run:
     """The run's frames, for notebooks: queries, requests (attributed), trace counts, counters."""
     run_dir = Path(path)
     study = _read_json(run_dir / "config" / "study.json")
     tiers = _read_json(run_dir / "raw" / "tiers.json") if (run_dir / "raw" / "tiers.json").exists() else []
     rows = read_query_rows(run_dir)
-    requests, trace_counts = read_requests(run_dir, rows, tolerate_errors)
+    requests, trace_counts = read_requests(run_dir, rows, tolerate_errors, progress)
     if not requests.empty:
         extents = extent_table(_read_json(run_dir / "raw" / "extents.json")["files"])
         requests = attribute(requests, extents, {t["device"]: t["name"] for t in tiers})
@@ -94,36 +111,44 @@ def load_run(path: str | Path, tolerate_errors: bool = False) -> Run:
 
 
 def _engine_cross_check(counters: pd.DataFrame) -> pd.DataFrame:
+    """InnoDB's own view: pages read by read-ahead vs all pages read from disk.
+
+    In MariaDB 10.11 Innodb_buffer_pool_reads equals Innodb_pages_read (read-ahead included),
+    so the random misses are the pages read minus the read-ahead pages."""
     if counters.empty:
         return counters
     ahead = counters["Innodb_buffer_pool_read_ahead"]
-    misses = counters["Innodb_buffer_pool_reads"]
-    total = ahead + misses
+    pages = counters["Innodb_pages_read"]
     return pd.DataFrame({
         "query": counters["query"], "try": counters["try"],
-        "engine_read_ahead_pages": ahead, "engine_random_page_misses": misses,
-        "engine_sequential_pct": np.where(total > 0, 100.0 * ahead / total.where(total > 0, 1), np.nan),
+        "engine_pages_read": pages, "engine_read_ahead_pages": ahead, "engine_random_page_misses": pages - ahead,
+        "engine_sequential_pct": np.where(pages > 0, 100.0 * ahead / pages.where(pages > 0, 1), np.nan),
     })
 
 
-def analyze(run: Run) -> dict[str, pd.DataFrame]:
+def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
+            repeat_threshold: float = REPEAT_THRESHOLD) -> dict[str, pd.DataFrame]:
     """tables/ of a run: queries, requests, query_metrics, tier_metrics, table_metrics, size_histogram, trace_counts."""
     page_bytes = run.study["study"]["page_size_bytes"]
+
+    def summary(frame: pd.DataFrame) -> dict:
+        return access_summary(frame, page_bytes, random_threshold, repeat_threshold)
+
     requests = run.requests
     rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": []}
     if not requests.empty:
         requests = requests[requests["query"].notna()].reset_index(drop=True)
         requests["sequential"] = False
         reads = requests["op"] == "R"
-        requests.loc[reads, "sequential"] = sequential_flags(requests[reads], page_bytes)
+        requests.loc[reads, "sequential"] = sequential_flags(requests[reads], page_bytes, stream_window)
         for (query, attempt), group in requests.groupby(["query", "try"], sort=True):
             key = {"query": query, "try": attempt}
-            rows["query"].append({**key, **access_summary(group, page_bytes)})
+            rows["query"].append({**key, **summary(group)})
             for tier, part in group.groupby("tier", sort=True):
-                rows["tier"].append({**key, "tier": tier, **access_summary(part, page_bytes)})
+                rows["tier"].append({**key, "tier": tier, **summary(part)})
                 rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
             for (obj, tier), part in group.groupby(["object", "tier"], sort=True):
-                rows["table"].append({**key, "object": obj, "tier": tier, **access_summary(part, page_bytes)})
+                rows["table"].append({**key, "object": obj, "tier": tier, **summary(part)})
     queries = run.queries.copy()
     query_metrics = pd.DataFrame(rows["query"])
     if not query_metrics.empty:

@@ -1,0 +1,73 @@
+"""Statistics of any block trace, without a run directory (`tierlab trace-stats`).
+
+Pages are aligned to the device (no file mapping is known), at the given page size.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import TraceFormatError
+from .metrics import access_summary, sequential_flags
+from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
+from .parse_ftrace import BlockTrace, parse_ftrace
+
+FORMATS = ("auto", "binary", "blkparse", "ftrace")
+BLKTRACE_MAGIC = 0x65617400
+OTHER_COUNTS = ("flush", "discard", "other_op", "zero_length")
+
+
+def detect_format(path: str) -> str:
+    candidate = Path(path)
+    if not candidate.exists():
+        if sorted(candidate.parent.glob(candidate.name + ".blktrace.*")):
+            return "binary"
+        raise TraceFormatError(f"{path}: no such file, nor per-CPU files {path}.blktrace.N")
+    with open(candidate, "rb") as f:
+        head = f.read(4096)
+    if len(head) >= 4 and any(int.from_bytes(head[:4], order) & 0xFFFFFF00 == BLKTRACE_MAGIC for order in ("little", "big")):
+        return "binary"
+    text = head.decode("utf-8", errors="replace")
+    if "# tracer" in text or "block_rq_" in text or "tracing_mark_write" in text:
+        return "ftrace"
+    return "blkparse"
+
+
+def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = False) -> BlockTrace:
+    if fmt not in FORMATS:
+        raise TraceFormatError(f"format {fmt!r} is unknown; allowed: {', '.join(FORMATS)}")
+    parsed = []
+    for path in paths:
+        kind = detect_format(path) if fmt == "auto" else fmt
+        if kind == "binary":
+            parsed.append(parse_blktrace_binary([path], tolerate_errors))
+        elif kind == "blkparse":
+            parsed.append(parse_blkparse_text(path, tolerate_errors))
+        else:
+            parsed.append(parse_ftrace(path, tolerate_errors))
+    requests = pd.concat([p.requests for p in parsed], ignore_index=True).sort_values("ts_s", kind="stable")
+    counts: dict[str, int] = {}
+    for p in parsed:
+        for key, value in p.counts.items():
+            counts[key] = counts.get(key, 0) + value
+    markers = sorted(m for p in parsed for m in p.markers)
+    return BlockTrace(requests.reset_index(drop=True), markers, counts)
+
+
+def trace_stats(trace: BlockTrace, page_bytes: int) -> dict:
+    requests = trace.requests.assign(object="other", file_offset_bytes=np.nan)
+    requests["sequential"] = False
+    reads = requests["op"] == "R"
+    requests.loc[reads, "sequential"] = sequential_flags(requests[reads], page_bytes)
+    summary = access_summary(requests, page_bytes)
+    latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
+               for key in list(summary) if key.startswith("latency_")}
+    return {
+        **summary,
+        "other_requests": sum(trace.counts.get(key, 0) for key in OTHER_COUNTS),
+        "page_size_bytes": page_bytes,
+        "latency_us": latency,
+        "counts": trace.counts,
+        "devices": sorted(requests["device"].unique().tolist()),
+    }
