@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from . import manifest
-from .errors import RunDirError, TierlabError
+from .errors import RunDirError, TierlabError, TraceFormatError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
 from .run_io import analyze, load_run, read_tables, write_tables
@@ -14,7 +14,7 @@ from .trace_stats import read_traces, trace_stats
 
 
 def _progress(done: int, total: int, label: str) -> None:
-    print(f"[{done}/{total}] reading the trace of {label}", file=sys.stderr, flush=True)
+    print(f"[{done}/{total}] reading {label}", file=sys.stderr, flush=True)
 
 
 def _analyze(args) -> None:
@@ -46,7 +46,9 @@ def _compare(args) -> None:
 
 
 def _trace_stats(args) -> None:
-    stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors), args.page_size)
+    if args.page_size <= 0 or args.page_size % 512:
+        raise TraceFormatError(f"--page-size {args.page_size} is not allowed; allowed: a positive multiple of 512 bytes")
+    stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress), args.page_size)
     if args.json:
         print(json.dumps(stats, indent=1, default=float))
         return

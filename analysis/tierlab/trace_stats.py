@@ -34,12 +34,15 @@ def detect_format(path: str) -> str:
     return "blkparse"
 
 
-def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = False) -> BlockTrace:
+def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = False, progress=None) -> BlockTrace:
+    """All paths parsed into one trace; `progress(done, total, label)` is called before each."""
     if fmt not in FORMATS:
         raise TraceFormatError(f"format {fmt!r} is unknown; allowed: {', '.join(FORMATS)}")
     parsed = []
-    for path in paths:
+    for number, path in enumerate(paths, 1):
         kind = detect_format(path) if fmt == "auto" else fmt
+        if progress:
+            progress(number, len(paths), f"{path} ({kind})")
         if kind == "binary":
             parsed.append(parse_blktrace_binary([path], tolerate_errors))
         elif kind == "blkparse":

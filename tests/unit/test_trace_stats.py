@@ -1,0 +1,42 @@
+import json
+
+import pytest
+
+from tierlab.cli import main
+from tierlab.parse_blktrace import write_blktrace
+from tierlab.trace_stats import detect_format
+
+FTRACE = """# tracer: nop
+#
+        mariadbd-12033   [000] .....   10.000000: block_rq_issue: 7,1 R 16384 () 0 + 32 be,0,4 [mariadbd]
+          <idle>-0       [001] ..s1.   10.000100: block_rq_complete: 7,1 R () 0 + 32 be,0,4 [0]
+        mariadbd-12033   [000] .....   10.001000: block_rq_issue: 7,1 R 16384 () 32 + 32 be,0,4 [mariadbd]
+          <idle>-0       [001] ..s1.   10.001100: block_rq_complete: 7,1 R () 32 + 32 be,0,4 [0]
+        mariadbd-12033   [000] .....   10.002000: block_rq_issue: 7,1 R 16384 () 0 + 32 be,0,4 [mariadbd]
+          <idle>-0       [001] ..s1.   10.002300: block_rq_complete: 7,1 R () 0 + 32 be,0,4 [0]
+        mariadbd-12033   [000] .....   10.003000: block_rq_issue: 7,1 FF 0 () 0 + 0 be,0,4 [mariadbd]
+"""
+
+
+def test_trace_stats_json_of_an_ftrace_file(tmp_path, capsys):
+    path = tmp_path / "q.ftrace"
+    path.write_text(FTRACE)
+    main(["trace-stats", str(path), "--json"])
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["requests"], stats["read_requests"], stats["write_requests"], stats["other_requests"]) == (3, 3, 0, 1)
+    assert (stats["pages"], stats["distinct_pages"]) == (3, 2)
+    assert stats["repeat_access_rate"] == 1.5
+    assert stats["sequential_pct"] == pytest.approx(100 / 3)
+    assert stats["latency_us"]["p50"] == pytest.approx(100.0)
+    assert stats["counts"]["dispatch_without_completion"] == 1
+
+
+def test_formats_are_told_apart(tmp_path):
+    ftrace = tmp_path / "a.ftrace"
+    ftrace.write_text(FTRACE)
+    text = tmp_path / "a.txt"
+    text.write_text("  7,1    0        1     0.000000000 12033  D   R 0 + 32 [mariadbd]\n")
+    write_blktrace(tmp_path / "b.blktrace.0", [])
+    assert detect_format(str(ftrace)) == "ftrace"
+    assert detect_format(str(text)) == "blkparse"
+    assert detect_format(str(tmp_path / "b")) == "binary"
