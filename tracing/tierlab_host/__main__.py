@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from . import layout, mysqld, runner, tiers
+from . import layout, mysqld, runner, teardown, tiers
 from .system import HostError
 
 
@@ -30,7 +30,7 @@ def main() -> None:
         if args.command == "tiers-up":
             tiers.main_up(args.spec_file)
         elif args.command == "teardown":
-            tiers.main_down()
+            teardown.main()
         elif args.command.startswith("mysqld-"):
             mysqld.main(args.command.removeprefix("mysqld-"), args)
         elif args.command == "layout-apply":

@@ -32,7 +32,7 @@ def cgroup_path() -> Path:
     return BLKIO_ROOT / CGROUP_NAME
 
 
-def _loop_for(image: str) -> str | None:
+def loop_for(image: str) -> str | None:
     out = run(["losetup", "-j", image]).stdout.strip()
     return out.split(":", 1)[0] if out else None
 
@@ -75,7 +75,7 @@ def _up_loop(spec: dict, changes: list[str]) -> str:
             f.truncate(int(spec["size_bytes"]))
         record.add("image", path=str(image))
         changes.append(f"created image {image}")
-    loop = _loop_for(str(image))
+    loop = loop_for(str(image))
     if loop is None:
         loop = run(["losetup", "--find", "--show", "--direct-io=on", str(image)]).stdout.strip()
         record.add("loop", device=loop, image=str(image))
@@ -175,45 +175,5 @@ def join_cgroup(pid: int) -> None:
         procs.write_text(f"{pid}\n")
 
 
-def down() -> dict:
-    """Remove everything the record holds, newest first."""
-    from . import mysqld, trace
-
-    removed = []
-    for entry in reversed(record.entries()):
-        kind = entry["kind"]
-        if kind == "process":
-            mysqld.stop_recorded(entry)
-        elif kind == "tracing_instance":
-            trace.remove_instance(entry)
-        elif kind == "mount":
-            if os.path.ismount(entry["path"]):
-                run(["umount", entry["path"]])
-        elif kind == "loop":
-            if _loop_for(entry["image"]) == entry["device"]:
-                run(["losetup", "-d", entry["device"]])
-        elif kind == "image":
-            Path(entry["path"]).unlink(missing_ok=True)
-        elif kind == "cgroup":
-            if Path(entry["path"]).is_dir():
-                Path(entry["path"]).rmdir()
-        elif kind == "read_ahead":
-            Path(entry["path"]).write_text(f"{entry['previous_kb']}\n")
-        elif kind == "dir":
-            path = Path(entry["path"])
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-        elif kind == "debugfs":
-            if os.path.ismount(entry["path"]):
-                run(["umount", entry["path"]])
-        record.remove(entry)
-        removed.append(entry)
-    return {"changed": bool(removed), "removed": removed}
-
-
 def main_up(spec_file: str) -> None:
     print(json.dumps(up(json.loads(Path(spec_file).read_text()))))
-
-
-def main_down() -> None:
-    print(json.dumps(down()))

@@ -1,0 +1,48 @@
+"""Teardown: remove everything tierlab's record holds on this host, newest first."""
+
+import json
+import os
+from pathlib import Path
+
+from . import mysqld, record, trace
+from .system import run
+from .tiers import loop_for
+
+
+def down() -> dict:
+    """Remove everything the record holds, newest first."""
+    removed = []
+    for entry in reversed(record.entries()):
+        kind = entry["kind"]
+        if kind == "process":
+            mysqld.stop_recorded(entry)
+        elif kind == "tracing_instance":
+            trace.remove_instance(entry)
+        elif kind == "mount":
+            if os.path.ismount(entry["path"]):
+                run(["umount", entry["path"]])
+        elif kind == "loop":
+            if loop_for(entry["image"]) == entry["device"]:
+                run(["losetup", "-d", entry["device"]])
+        elif kind == "image":
+            Path(entry["path"]).unlink(missing_ok=True)
+        elif kind == "cgroup":
+            if Path(entry["path"]).is_dir():
+                Path(entry["path"]).rmdir()
+        elif kind == "read_ahead":
+            Path(entry["path"]).write_text(f"{entry['previous_kb']}\n")
+        elif kind == "dir":
+            path = Path(entry["path"])
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+        elif kind == "debugfs":
+            if os.path.ismount(entry["path"]):
+                run(["umount", entry["path"]])
+        record.remove(entry)
+        removed.append(entry)
+    return {"changed": bool(removed), "removed": removed}
+
+
+
+def main() -> None:
+    print(json.dumps(down()))
