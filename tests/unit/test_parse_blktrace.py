@@ -1,5 +1,4 @@
 import math
-import shutil
 import subprocess
 
 import numpy as np
@@ -31,7 +30,6 @@ from tierlab.parse_blktrace import (
 
 T0 = 5_000_000_000_000          # trace clock of the first event, ns (5000 s)
 DEV = "8:16"
-needs_blkparse = pytest.mark.skipif(shutil.which("blkparse") is None, reason="blkparse (package blktrace) is not installed")
 
 
 def d(us, sector, sectors, rwbs="R", pid=4242, dev=DEV, cpu=0):
@@ -343,7 +341,6 @@ def test_decoding_in_small_chunks_gives_the_same_result(tmp_path, chunk_bytes):
     assert (chunked.markers, chunked.counts) == (whole.markers, whole.counts)
 
 
-@needs_blkparse
 def test_per_cpu_files_decode_event_for_event_like_blkparse(tmp_path):
     per_cpu = random_trace()
     prefix = write_per_cpu(tmp_path, per_cpu)
@@ -358,7 +355,6 @@ def test_per_cpu_files_decode_event_for_event_like_blkparse(tmp_path):
     assert [ts for ts, _ in ours.markers] == pytest.approx([ts + genesis_s(per_cpu) for ts, _ in theirs.markers], abs=1e-9)
 
 
-@needs_blkparse
 def test_a_big_endian_merged_dump_decodes_event_for_event_like_blkparse_from_stdin(tmp_path):
     per_cpu = random_trace(seed=11, cpus=3)
     merged = sorted((e for events in per_cpu.values() for e in events), key=lambda e: e[1])
@@ -371,7 +367,6 @@ def test_a_big_endian_merged_dump_decodes_event_for_event_like_blkparse_from_std
     assert {k: ours.counts[k] for k in COMMON_COUNTS} == {k: theirs.counts[k] for k in COMMON_COUNTS}
 
 
-@needs_blkparse
 def test_a_blkparse_dump_decodes_like_its_per_cpu_files(tmp_path):
     per_cpu = random_trace(seed=3)
     prefix = write_per_cpu(tmp_path, per_cpu)
