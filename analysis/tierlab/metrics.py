@@ -75,6 +75,14 @@ def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STRE
     return flags
 
 
+def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:
+    """Per piece (see attribute), whether its read request is sequential; writes are not."""
+    heads = requests[(requests["piece"] == 0) & (requests["op"] == "R")]
+    whole = heads.assign(size_sectors=heads["request_size_sectors"])
+    sequential = pd.Series(sequential_flags(whole, page_bytes, window), index=heads["request"].to_numpy())
+    return requests["request"].map(sequential).fillna(False).to_numpy(dtype=bool)
+
+
 def busy_time_s(requests: pd.DataFrame) -> float:
     """Time with at least one request in flight (union of dispatch-to-completion intervals)."""
     done = requests.dropna(subset=["latency_us"])
@@ -114,7 +122,8 @@ SIZE_BUCKETS_BYTES = [512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 5242
 
 def size_histogram(requests: pd.DataFrame) -> pd.DataFrame:
     """Requests per size bucket: `size_le_bytes` is the bucket's upper bound (inclusive); the last is open."""
-    sizes = requests["size_sectors"].to_numpy() * SECTOR_BYTES
+    heads = requests[requests["piece"] == 0]
+    sizes = heads["request_size_sectors"].to_numpy() * SECTOR_BYTES
     bucket = np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left")
     labels = np.array([*SIZE_BUCKETS_BYTES, -1])[bucket]
     counts = pd.Series(labels).value_counts()
@@ -141,24 +150,29 @@ def access_summary(requests: pd.DataFrame, page_bytes: int,
                    repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
     """The access-pattern metrics of one set of requests (a query, a query x table, a trace).
 
+    Rows are request pieces (see attribute): page metrics count every piece, request-level
+    metrics (counts, sizes, latency, busy time) read piece 0 with request_size_sectors.
     `requests` must carry a boolean `sequential` column (see sequential_flags)."""
-    reads = requests[requests["op"] == "R"]
+    heads = requests[requests["piece"] == 0]
+    is_read = (requests["op"] == "R").to_numpy()
     spans = page_spans(requests, page_bytes)
-    read_spans = spans.loc[reads.index]
+    read_spans = spans[is_read]
     pages, distinct = page_counts(spans)
     read_pages, read_distinct = page_counts(read_spans)
     read_lengths = read_spans["last_page"] - read_spans["first_page"] + 1
-    sequential_pages = int(read_lengths[reads["sequential"]].sum())
+    sequential_pages = int(read_lengths[requests["sequential"].to_numpy()[is_read]].sum())
     sequential_pct = 100.0 * sequential_pages / read_pages if read_pages else float("nan")
     random_pct = 100.0 - sequential_pct if read_pages else float("nan")
     repeat_rate = pages / distinct if distinct else float("nan")
-    sizes = requests["size_sectors"].to_numpy()
+    sizes = heads["request_size_sectors"].to_numpy()
+    read_heads = heads["op"] == "R"
+    write_heads = heads["op"] == "W"
     return {
-        "requests": len(requests),
-        "read_requests": len(reads),
-        "write_requests": int((requests["op"] == "W").sum()),
-        "read_bytes": int(reads["size_sectors"].sum() * SECTOR_BYTES),
-        "write_bytes": int(requests.loc[requests["op"] == "W", "size_sectors"].sum() * SECTOR_BYTES),
+        "requests": len(heads),
+        "read_requests": int(read_heads.sum()),
+        "write_requests": int(write_heads.sum()),
+        "read_bytes": int(heads.loc[read_heads, "request_size_sectors"].sum() * SECTOR_BYTES),
+        "write_bytes": int(heads.loc[write_heads, "request_size_sectors"].sum() * SECTOR_BYTES),
         "pages": pages,
         "distinct_pages": distinct,
         "read_pages": read_pages,
@@ -169,8 +183,8 @@ def access_summary(requests: pd.DataFrame, page_bytes: int,
         "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
         "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
         "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
-        "misaligned_pct": 100.0 * float((requests["sector"].to_numpy() % 8 != 0).mean()) if len(sizes) else float("nan"),
-        "io_time_s": busy_time_s(requests),
-        **inflight_depth(requests),
-        **latency_percentiles(requests["latency_us"]),
+        "misaligned_pct": 100.0 * float((heads["sector"].to_numpy() % 8 != 0).mean()) if len(sizes) else float("nan"),
+        "io_time_s": busy_time_s(heads),
+        **inflight_depth(heads),
+        **latency_percentiles(heads["latency_us"]),
     }

@@ -17,7 +17,7 @@ from .metrics import (
     REPEAT_THRESHOLD,
     STREAM_WINDOW,
     access_summary,
-    sequential_flags,
+    mark_sequential,
     size_histogram,
 )
 from .parse_blktrace import parse_blktrace_binary
@@ -138,9 +138,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": []}
     if not requests.empty:
         requests = requests[requests["query"].notna()].reset_index(drop=True)
-        requests["sequential"] = False
-        reads = requests["op"] == "R"
-        requests.loc[reads, "sequential"] = sequential_flags(requests[reads], page_bytes, stream_window)
+        requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
         for (query, attempt), group in requests.groupby(["query", "try"], sort=True):
             key = {"query": query, "try": attempt}
             rows["query"].append({**key, **summary(group)})
@@ -195,7 +193,8 @@ def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:
         if name == "requests":
             path = out / "requests.parquet"
             columns = ["ts_s", "device", "tier", "op", "rwbs", "sector", "size_sectors", "latency_us",
-                       "pid", "process", "query", "try", "object", "file_offset_bytes", "sequential"]
+                       "pid", "process", "query", "try", "object", "file_offset_bytes", "sequential",
+                       "request", "piece", "request_size_sectors"]
             frame = frame[columns] if not frame.empty else pd.DataFrame(columns=columns)
             frame.to_parquet(path, index=False)
         else:

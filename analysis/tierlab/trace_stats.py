@@ -5,11 +5,11 @@ Pages are aligned to the device (no file mapping is known), at the given page si
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from .attribute import attribute, extent_table
 from .errors import TraceFormatError
-from .metrics import access_summary, sequential_flags
+from .metrics import access_summary, mark_sequential
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import BlockTrace, parse_ftrace
 
@@ -59,10 +59,9 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
 
 
 def trace_stats(trace: BlockTrace, page_bytes: int) -> dict:
-    requests = trace.requests.assign(object="other", file_offset_bytes=np.nan)
-    requests["sequential"] = False
-    reads = requests["op"] == "R"
-    requests.loc[reads, "sequential"] = sequential_flags(requests[reads], page_bytes)
+    # no file is known: every page is device-aligned
+    requests = attribute(trace.requests, extent_table([]), {})
+    requests["sequential"] = mark_sequential(requests, page_bytes)
     summary = access_summary(requests, page_bytes)
     latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
                for key in list(summary) if key.startswith("latency_")}

@@ -1,6 +1,7 @@
 import pandas as pd
 
 from tierlab.attribute import attribute, extent_table
+from tierlab.metrics import access_summary, mark_sequential
 
 FILES = [
     # lineitem.ibd: two extents, the second one physically before the first
@@ -35,3 +36,33 @@ def test_sectors_outside_every_file_are_other_and_kept():
     assert out["object"].tolist() == ["other", "other", "other"]
     assert out["file_offset_bytes"].isna().all()
     assert out["tier"].tolist() == ["nand", "nand", "unknown"]
+
+
+PART = {"object": "part", "path": "/t/nand/part.ibd", "device": "7:1", "extents": [[0, 557_056, 16384]]}
+
+
+def test_a_request_spanning_two_files_is_cut_into_a_piece_per_file():
+    files = FILES + [PART]
+    # lineitem's second extent is sectors 1024..1087, part's file sectors 1088..1119:
+    # 32 sectors from 1072 end lineitem's extent and begin part's file
+    request = frame([("7:1", 1072)])
+    out = attribute(request, extent_table(files), {"7:1": "nand"})
+    assert out[["request", "piece", "object", "sector", "size_sectors", "request_size_sectors"]].values.tolist() == [
+        [0, 0, "lineitem", 1072, 16, 32],
+        [0, 1, "part", 1088, 16, 32],
+    ]
+    assert out["file_offset_bytes"].tolist() == [65536.0 + 24576.0, 0.0]
+
+
+def test_a_request_running_past_a_file_into_unmapped_space_keeps_the_rest_as_other():
+    out = attribute(frame([("7:1", 1080)]), extent_table(FILES), {"7:1": "nand"})
+    assert out[["piece", "object", "size_sectors"]].values.tolist() == [[0, "lineitem", 8], [1, "other", 24]]
+
+
+def test_a_request_spanning_two_files_is_one_request_touching_a_page_of_each():
+    out = attribute(frame([("7:1", 1072)]), extent_table(FILES + [PART]), {"7:1": "nand"})
+    out["sequential"] = mark_sequential(out, 16384)
+    summary = access_summary(out, 16384)
+    assert (summary["requests"], summary["read_requests"], summary["read_bytes"]) == (1, 1, 16384)
+    assert (summary["pages"], summary["distinct_pages"]) == (2, 2)
+    assert out["sequential"].tolist() == [False, False]

@@ -26,7 +26,8 @@ def requests(rows, mapped=True):
         records.append({"ts_s": ts, "device": device, "op": op, "rwbs": op, "sector": sector, "size_sectors": size,
                         "latency_us": latency, "pid": 1, "process": "mariadbd",
                         "object": "lineitem" if mapped else "other",
-                        "file_offset_bytes": float(sector * 512) if mapped else np.nan})
+                        "file_offset_bytes": float(sector * 512) if mapped else np.nan,
+                        "request": len(records), "piece": 0, "request_size_sectors": size})
     return pd.DataFrame(records)
 
 
