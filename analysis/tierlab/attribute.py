@@ -92,7 +92,8 @@ def attribute(requests: pd.DataFrame, extents: pd.DataFrame, tier_by_device: dic
         for row in out[crossing].to_dict("records"):
             ext = by_device[row["device"]]
             pieces += _pieces(row, ext["start_sector"].to_numpy(), ext["end_sector"].to_numpy(), ext)
-        out = pd.concat([out[~crossing], pd.DataFrame(pieces)], ignore_index=True)
+        pieces = pd.DataFrame(pieces, columns=out.columns).astype(out.dtypes.to_dict())    # categoricals stay
+        out = pd.concat([out[~crossing], pieces], ignore_index=True)
         out = out.sort_values(["request", "piece"], kind="stable").reset_index(drop=True)
     out["object"] = out["object"].astype("string")
     out["tier"] = out["device"].map(tier_by_device).astype("string").fillna("unknown")

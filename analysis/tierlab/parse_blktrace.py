@@ -39,7 +39,7 @@ What the result holds, and where it departs from blkparse:
 * ts_s is the trace clock in seconds (blkparse prints times relative to the first event);
 * process is the name of the last BLK_TN_PROCESS note for the pid at or before the
   dispatch, else the pid's first note (blkparse uses the first note for a pid throughout,
-  which differs only where a pid was reused); <NA> where the pid has no note
+  which differs only where a pid was reused); missing where the pid has no note
   (blkparse prints "(null)");
 * markers are the BLK_TN_MESSAGE texts, and each BLK_TN_TIMESTAMP as
   "blktrace wallclock SECONDS.NANOSECONDS" (the wall clock at that trace time);
@@ -57,9 +57,9 @@ How the binary decoder goes about it: files are memory-mapped and read a chunk a
 runs of records of one size are viewed as numpy structured arrays (only records with
 irregular payload sizes are walked one by one); a worker thread decodes and merges the
 files by time while the caller's thread matches completions in batches (a sort by device
-and sector per batch, see _Matcher) and fills preallocated columns; the string columns are
-built at the end from small dictionaries. Memory: about the result frame's own size (some
-90 bytes per request) plus a few MB.
+and sector per batch, see _Matcher) and fills preallocated columns; the text columns are
+categoricals over the codes kept meanwhile. Memory: about the result frame's own size (some
+50 bytes per request) plus a few MB.
 """
 
 import glob
@@ -75,11 +75,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .errors import TraceFormatError
-from .parse_ftrace import REQUEST_COLUMNS, BlockTrace, RequestPairer, classify
+from .parse_ftrace import REQUEST_COLUMNS, REQUEST_DTYPES, BlockTrace, RequestPairer, classify
 
 BLK_IO_TRACE_MAGIC = 0x65617400
 BLK_IO_TRACE_VERSION = 0x07
@@ -754,94 +752,45 @@ class _Matcher:
         self.counts["dispatch_without_completion"] = len(self.open["time"])
 
 
-_STRING_CHUNK = 1 << 20
+def _categorical(values: list, codes: np.ndarray) -> pd.Categorical:
+    """values[codes] as a categorical over the distinct values that occur (sorted); None is missing."""
+    used = np.bincount(codes, minlength=len(values)) > 0
+    categories = sorted({value for value, seen in zip(values, used, strict=True) if seen and value is not None})
+    position = {value: i for i, value in enumerate(categories)}
+    lookup = np.array([position.get(value, -1) for value in values], dtype=np.min_scalar_type(-len(categories) - 1))
+    return pd.Categorical.from_codes(lookup[codes], categories)
 
 
-def _strings(values: list, codes) -> pd.arrays.ArrowStringArray:
-    """values[codes] as a string column, built _STRING_CHUNK rows at a time (so that the
-    work space stays small); codes: an integer array, or codes(start, stop) giving its parts."""
-    part_of = codes if callable(codes) else (lambda start, stop: codes[start:stop])
-    rows = codes.rows if callable(codes) else len(codes)
-    dictionary = pa.array(values, type=pa.large_string())
-    encoded = [v.encode() if v is not None else None for v in values]
-    width = len(encoded[0]) if encoded and encoded[0] else 0
-    if width == 0 or any(e is None or len(e) != width for e in encoded):
-        width = 0
-    else:       # all values as long: the offsets are a progression, the characters a gather
-        table = np.frombuffer(b"".join(encoded), dtype=np.uint8).reshape(len(encoded), width)
-    chunks = []
-    for start in range(0, rows, _STRING_CHUNK):
-        part = part_of(start, min(start + _STRING_CHUNK, rows))
-        n, first = len(part), int(part[0])
-        if width:
-            offsets = np.arange(0, width * (n + 1), width, dtype=np.int64)
-            chunks.append(pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(table[part].reshape(-1))))
-        elif encoded[first] is not None and (part == first).all():
-            text = encoded[first]
-            offsets = np.arange(0, len(text) * (n + 1), len(text), dtype=np.int64) if text else np.zeros(n + 1, np.int64)
-            chunks.append(pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text * n)))
-        else:
-            chunks.append(dictionary.take(pa.array(part)))
-        del part
-        pa.default_memory_pool().release_unused()
-    return pd.arrays.ArrowStringArray(pa.chunked_array(chunks, type=pa.large_string()))
-
-
-class _ProcessCodes:
-    """Per row, the index of its process name in `names`: the pid's last note at or before the
-    row's time, else its first note; None (no name) for pids without notes."""
-
-    def __init__(self, pid: np.ndarray, ts_s: np.ndarray, notes: list[tuple[int, int, str]]):
-        self.pid, self.ts_s, self.rows = pid, ts_s, len(pid)
-        history: dict[int, list[tuple[int, str]]] = defaultdict(list)
-        for time, note_pid, name in sorted(notes, key=lambda note: note[0]):
-            history[note_pid].append((time, name))
-        self.distinct = pc.unique(pa.array(pid))
-        self.names = [history[p][0][1] if p in history else None for p in self.distinct.to_pylist()]
-        self.reused = {}         # pid -> (note times in s, index of its first note in names)
-        for p in self.distinct.to_pylist():
-            if len({name for _, name in history.get(p, [])}) > 1:
-                self.reused[p] = (np.array([time for time, _ in history[p]], dtype=np.int64) / 1e9, len(self.names))
-                self.names.extend(name for _, name in history[p])
-
-    def __call__(self, start: int, stop: int) -> np.ndarray:
-        pid = self.pid[start:stop]
-        index = pc.index_in(pa.array(pid), value_set=self.distinct).to_numpy()
-        if self.reused:
-            index = index.copy()
-            for p, (times, first) in self.reused.items():
-                rows = np.flatnonzero(pid == p)
-                index[rows] = first + np.maximum(np.searchsorted(times, self.ts_s[start:stop][rows], "right") - 1, 0)
-        return index
-
-
-def _empty_frame() -> pd.DataFrame:
-    return pd.DataFrame(columns=REQUEST_COLUMNS).astype(
-        {"ts_s": "float64", "device": "string", "op": "string", "rwbs": "string", "sector": "int64",
-         "size_sectors": "int64", "latency_us": "float64", "pid": "int64", "process": "string"})
+def _process(pid: np.ndarray, ts_s: np.ndarray, notes: list[tuple[int, int, str]]) -> pd.Categorical:
+    """Per row, the pid's last process note at or before the row's time, else its first note;
+    missing for pids without notes."""
+    history: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for time, note_pid, name in sorted(notes, key=lambda note: note[0]):
+        history[note_pid].append((time, name))
+    codes, distinct = pd.factorize(pid)
+    names = [history[p][0][1] if p in history else None for p in distinct.tolist()]
+    for p in distinct.tolist():
+        if len({name for _, name in history.get(p, [])}) > 1:     # a reused pid
+            times = np.array([time for time, _ in history[p]], dtype=np.int64) / 1e9
+            rows = np.flatnonzero(pid == p)
+            codes[rows] = len(names) + np.maximum(np.searchsorted(times, ts_s[rows], "right") - 1, 0)
+            names.extend(name for _, name in history[p])
+    return _categorical(names, codes)
 
 
 def _frame(matcher: _Matcher, notes: _Notes) -> pd.DataFrame:
     if matcher.rows == 0:
-        return _empty_frame()
+        return pd.DataFrame(columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
     cols = matcher.columns
     latency = cols["latency"].done()
     for rows, values in matcher.late:
         latency[rows] = values
-    ts_s = cols["ts_s"].done()
-    sector = cols["sector"].done()
-    size = cols["size"].done()
-    pid = cols["pid"].done()
-    codes = _ProcessCodes(pid, ts_s, notes.process)
-    process = _strings(codes.names, codes)
+    ts_s, pid, rwbs = cols["ts_s"].done(), cols["pid"].done(), cols["rwbs"].done()
     devices = sorted(matcher.devices, key=matcher.devices.get)
-    device = _strings([device_name(d) for d in devices], cols["dev"].done())
-    rwbs_index = cols["rwbs"].done()
-    rwbs = _strings(_RWBS[:256], rwbs_index)
-    op = _strings(_OPS[:256], rwbs_index)
-    del rwbs_index, codes
-    return pd.DataFrame({"ts_s": ts_s, "device": device, "op": op, "rwbs": rwbs, "sector": sector, "size_sectors": size,
-                         "latency_us": latency, "pid": pid, "process": process}, columns=REQUEST_COLUMNS, copy=False)
+    return pd.DataFrame({"ts_s": ts_s, "device": _categorical([device_name(d) for d in devices], cols["dev"].done()),
+                         "op": _categorical(_OPS[:256], rwbs), "rwbs": _categorical(_RWBS[:256], rwbs),
+                         "sector": cols["sector"].done(), "size_sectors": cols["size"].done(), "latency_us": latency,
+                         "pid": pid, "process": _process(pid, ts_s, notes.process)}, columns=REQUEST_COLUMNS, copy=False)
 
 
 def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: int = CHUNK_BYTES) -> BlockTrace:
@@ -915,7 +864,7 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
     Times are relative to the trace's first event, as blkparse prints them. blkparse prints
     no sector for a zero-length dispatch and none for passthrough requests: those are taken
     to be at sector 0 (where the kernel puts flushes). "(null)" (a pid without a process
-    note) becomes <NA>. Other actions, the "Input file" lines and the summary are ignored; a
+    note) becomes a missing process. Other actions, the "Input file" lines and the summary are ignored; a
     line that starts like an event but cannot be read raises TraceFormatError naming the
     file and line, unless tolerate_errors, which skips and counts it (bad_lines)."""
     path = Path(path)

@@ -16,6 +16,10 @@ import pandas as pd
 from .errors import TraceFormatError
 
 REQUEST_COLUMNS = ["ts_s", "device", "op", "rwbs", "sector", "size_sectors", "latency_us", "pid", "process"]
+# the text columns are categoricals (few distinct values): their categories are the values that occur, sorted
+REQUEST_DTYPES = {"ts_s": "float64", "device": "category", "op": "category", "rwbs": "category", "sector": "int64",
+                  "size_sectors": "int64", "latency_us": "float64", "pid": "int64", "process": "category"}
+CATEGORICAL_COLUMNS = [name for name, dtype in REQUEST_DTYPES.items() if dtype == "category"]
 
 _LINE = re.compile(
     r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
@@ -101,12 +105,21 @@ class RequestPairer:
         self.counts["dispatch_without_completion"] = sum(len(q) for q in self.open.values())
         for row in self.rows:
             row[0] = row[0] / self.ticks_per_second
-        frame = pd.DataFrame(self.rows, columns=REQUEST_COLUMNS)
-        frame = frame.astype({"ts_s": "float64", "device": "string", "op": "string", "rwbs": "string",
-                              "sector": "int64", "size_sectors": "int64", "latency_us": "float64",
-                              "pid": "int64", "process": "string"})
+        frame = pd.DataFrame(self.rows, columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
         return BlockTrace(frame.sort_values("ts_s", kind="stable").reset_index(drop=True), markers,
                           {**self.counts, **extra_counts})
+
+
+def concat_requests(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """pd.concat of request frames (further columns allowed), ignoring their indexes; categorical
+    columns stay categorical, over the union of the frames' categories (pd.concat alone falls back
+    to object where the categories differ)."""
+    frames = list(frames)
+    for column in CATEGORICAL_COLUMNS:
+        if all(isinstance(frame[column].dtype, pd.CategoricalDtype) for frame in frames):
+            categories = sorted(set().union(*(frame[column].cat.categories for frame in frames)))
+            frames = [frame.assign(**{column: frame[column].cat.set_categories(categories)}) for frame in frames]
+    return pd.concat(frames, ignore_index=True)
 
 
 def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:

@@ -21,7 +21,7 @@ from .metrics import (
     size_histogram,
 )
 from .parse_blktrace import parse_blktrace_binary
-from .parse_ftrace import parse_ftrace
+from .parse_ftrace import concat_requests, parse_ftrace
 
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "rows", "cache", "started_at", "events_lost"]
 
@@ -83,7 +83,7 @@ def read_requests(run_dir: Path, rows: pd.DataFrame, tolerate_errors: bool = Fal
             query=pd.Series(np.where(inside, row["query"], None), dtype="string"), **{"try": row["try"]}))
         counts.append({"query": row["query"], "try": row["try"], "files": " ".join(row["trace_files"]),
                        "outside_window": int((~inside).sum()), **trace.counts})
-    requests = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    requests = concat_requests(frames) if frames else pd.DataFrame()
     return requests, pd.DataFrame(counts)
 
 

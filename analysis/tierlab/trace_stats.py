@@ -5,13 +5,11 @@ Pages are aligned to the device (no file mapping is known), at the given page si
 
 from pathlib import Path
 
-import pandas as pd
-
 from .attribute import attribute, extent_table
 from .errors import TraceFormatError
 from .metrics import access_summary, mark_sequential
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
-from .parse_ftrace import BlockTrace, parse_ftrace
+from .parse_ftrace import BlockTrace, concat_requests, parse_ftrace
 
 FORMATS = ("auto", "binary", "blkparse", "ftrace")
 BLKTRACE_MAGIC = 0x65617400
@@ -49,7 +47,7 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
             parsed.append(parse_blkparse_text(path, tolerate_errors))
         else:
             parsed.append(parse_ftrace(path, tolerate_errors))
-    requests = pd.concat([p.requests for p in parsed], ignore_index=True).sort_values("ts_s", kind="stable")
+    requests = concat_requests([p.requests for p in parsed]).sort_values("ts_s", kind="stable")
     counts: dict[str, int] = {}
     for p in parsed:
         for key, value in p.counts.items():

@@ -64,8 +64,8 @@ def test_dispatch_and_completion_make_one_request_with_its_latency(tmp_path):
 def test_the_frame_has_the_columns_and_types_of_parse_ftrace(tmp_path):
     requests = decode(tmp_path, [d(0, 8, 8), c(10, 8, 8)]).requests
     assert list(requests.columns) == ["ts_s", "device", "op", "rwbs", "sector", "size_sectors", "latency_us", "pid", "process"]
-    assert [str(t) for t in requests.dtypes] == ["float64", "string", "string", "string", "int64", "int64", "float64",
-                                                 "int64", "string"]
+    assert [str(t) for t in requests.dtypes] == ["float64", "category", "category", "category", "int64", "int64", "float64",
+                                                 "int64", "category"]
 
 
 def test_completions_match_the_oldest_open_dispatch_of_the_same_sector(tmp_path):
@@ -121,7 +121,8 @@ def test_process_notes_name_the_pid_of_the_dispatch(tmp_path):
     events = [note(4242, "mariadbd", -3), note(0, "swapper/0", -2), d(0, 8, 8, pid=4242), d(1, 16, 8, pid=31337),
               c(5, 8, 8), c(6, 16, 8)]
     requests = decode(tmp_path, events).requests
-    assert requests["process"].tolist() == ["mariadbd", pd.NA]
+    assert requests["process"].iloc[0] == "mariadbd" and pd.isna(requests["process"].iloc[1])
+    assert requests["process"].cat.categories.tolist() == ["mariadbd"]
     assert requests["pid"].tolist() == [4242, 31337]
 
 
@@ -193,7 +194,7 @@ def test_an_empty_file_gives_an_empty_frame(tmp_path):
     (tmp_path / "idle.blktrace.0").write_bytes(b"")
     trace = parse_blktrace_binary(tmp_path / "idle")
     assert trace.requests.empty
-    assert str(trace.requests["device"].dtype) == "string"
+    assert str(trace.requests["device"].dtype) == "category"
     assert trace.counts["bad_records"] == 0
 
 

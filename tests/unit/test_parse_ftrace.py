@@ -3,7 +3,7 @@ import math
 import pytest
 
 from tierlab.errors import TraceFormatError
-from tierlab.parse_ftrace import classify, parse_ftrace
+from tierlab.parse_ftrace import CATEGORICAL_COLUMNS, classify, concat_requests, parse_ftrace
 
 HEADER = """# tracer: nop
 #
@@ -39,6 +39,24 @@ def test_dispatch_and_completion_make_one_request_with_its_latency(tmp_path):
     assert (row["device"], row["op"], row["sector"], row["size_sectors"], row["pid"], row["process"]) == (
         "7:1", "R", 25231688, 32, 12033, "mariadbd")
     assert row["latency_us"] == pytest.approx(146.0)
+
+
+def test_text_columns_are_categoricals_of_the_values_that_occur(tmp_path):
+    body = issue(1.0, "RS", 8, 8) + complete(1.1, "RS", 8, 8) + issue(1.2, "W", 16, 8) + complete(1.3, "W", 16, 8)
+    requests = parse_ftrace(write_trace(tmp_path, body)).requests
+    assert [str(requests[c].dtype) for c in CATEGORICAL_COLUMNS] == ["category"] * 4
+    assert requests["op"].cat.categories.tolist() == ["R", "W"]
+    assert requests["rwbs"].tolist() == ["RS", "W"]
+
+
+def test_concatenated_frames_keep_categoricals_over_the_union_of_categories(tmp_path):
+    first = parse_ftrace(write_trace(tmp_path, issue(1.0, "R", 8, 8, dev="7,1") + complete(1.1, "R", 8, 8, dev="7,1")))
+    second = parse_ftrace(write_trace(tmp_path, issue(2.0, "W", 8, 8, dev="8,16", comm="kworker")
+                                      + complete(2.1, "W", 8, 8, dev="8,16")))
+    both = concat_requests([first.requests, second.requests.assign(query="q1")])
+    assert str(both["device"].dtype) == "category" and both["device"].tolist() == ["7:1", "8:16"]
+    assert both["op"].tolist() == ["R", "W"] and both["process"].tolist() == ["mariadbd", "kworker"]
+    assert both["query"].tolist()[1] == "q1" and len(both) == 2
 
 
 def test_completions_match_the_oldest_open_dispatch_of_the_same_sector(tmp_path):
