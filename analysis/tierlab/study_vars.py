@@ -148,6 +148,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         raise _fail("workload", workload, ", ".join(TABLE_CODES))
     scale_factor = parse_scale_factor(values["scale_factor"])
     placement = parse_layout(values["layout"], workload)
+    page_size = parse_page_size(values["page_size"])
     if fast_tier_bytes is not None:
         check_fit(placement, scale_factor, int(fast_tier_bytes))
     return {
@@ -157,8 +158,8 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         "layout": layout_name(placement, workload),
         "placement": placement,
         "queries": parse_queries(values["queries"]),
-        "page_size": parse_page_size(values["page_size"]),
-        "page_size_bytes": PAGE_SIZES[parse_page_size(values["page_size"])],
+        "page_size": page_size,
+        "page_size_bytes": PAGE_SIZES[page_size],
         "buffer_pool": parse_buffer_pool(values["buffer_pool"]),
         "query_timeout_s": _positive_int("query_timeout_s", values["query_timeout_s"]),
         "tries": _positive_int("tries", values["tries"]),
