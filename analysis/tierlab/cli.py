@@ -10,7 +10,7 @@ from .errors import RunDirError, TierlabError, TraceFormatError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
 from .run_io import analyze, load_run, read_tables, write_tables
-from .trace_stats import read_traces, trace_stats
+from .trace_stats import FORMATS, read_traces, trace_stats
 
 
 def _progress(done: int, total: int, label: str) -> None:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("trace-stats", help="access-pattern statistics of any block trace (no run directory needed)")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a blkparse-style prefix, a per-CPU or merged binary file, blkparse text, or ftrace text")
-    p.add_argument("--format", choices=("auto", "binary", "blkparse", "ftrace"), default="auto")
+    p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--page-size", type=int, default=16384, help="page size in bytes; pages are device-aligned")
     p.add_argument("--json", action="store_true")
     p.add_argument("--tolerate-errors", action="store_true",

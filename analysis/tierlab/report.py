@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
 
-QUERY_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_share_pct", "sequential_pct", "random_pct",
+METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_share_pct", "sequential_pct", "random_pct",
                  "engine_sequential_pct", "repeat_access_rate", "category", "read_pages", "latency_p50_us", "latency_p99_us"]
 TABLE_COLUMNS = ["object", "tier", "read_requests", "read_pages", "sequential_pct", "random_pct",
                  "repeat_access_rate", "category", "io_time_s", "latency_p50_us", "latency_p99_us"]
@@ -146,10 +146,10 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
                      "spans more than one page; percentages over read pages. Engine: InnoDB read-ahead pages / pages read "
                      "(Innodb_buffer_pool_read_ahead / Innodb_pages_read). Categories: 1 random repeated, 2 random, "
                      "3 sequential, 4 sequential repeated.</p>",
-                     _html_table(_present(metrics, QUERY_COLUMNS)),
+                     _html_table(_present(metrics, METRIC_COLUMNS)),
                      plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(requests),
                      "<h2>Per-table breakdown of each query</h2>"]
-        md += ["", "## Per-query access patterns", "", _md_table(_present(metrics, QUERY_COLUMNS)), "",
+        md += ["", "## Per-query access patterns", "", _md_table(_present(metrics, METRIC_COLUMNS)), "",
                "## Per-table breakdown", ""]
         for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
             sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>", _html_table(_present(part, TABLE_COLUMNS))]
