@@ -6,8 +6,9 @@ LAYOUT ?= C+O
 SF ?= 0.1
 QUERIES ?= all
 APT_PACKAGES := python3 python3-venv python3-pip
-# the tests also read traces with blkparse and render reports in headless Chromium
-TEST_APT_PACKAGES := blktrace chromium
+# the tests also read traces with blkparse, render reports in headless Chromium
+# and build the device emulator (tierlab-emu) to run its model
+TEST_APT_PACKAGES := blktrace chromium fuse3 libfuse3-dev gcc make pkg-config
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 

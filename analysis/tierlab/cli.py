@@ -1,4 +1,4 @@
-"""The tierlab command: analyze and manifest (more subcommands come with later issues)."""
+"""The tierlab command: analyze, compare, trace-stats, manifest, tiers check."""
 
 import argparse
 import json
@@ -10,6 +10,7 @@ from .errors import RunDirError, TierlabError, TraceFormatError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
 from .run_io import analyze, load_run, read_tables, write_tables
+from .tiers_check import format_check, run_check
 from .trace_stats import FORMATS, read_traces, trace_stats
 
 
@@ -56,6 +57,11 @@ def _trace_stats(args) -> None:
         print(f"{key:>26}  {value}")
 
 
+def _tiers_check(args) -> None:
+    result = run_check(Path(args.root), args.runtime_s)
+    print(json.dumps(result, indent=1) if args.json else format_check(result))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tierlab", description="Analyze tierlab runs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -90,6 +96,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--error", default="")
     p.add_argument("--phases", default="", help="JSON {phase: finish time}, with 'started' first")
     p.set_defaults(func=_manifest)
+    p = sub.add_parser("tiers", help="the host's tiers")
+    tiers_sub = p.add_subparsers(dest="tiers_command", required=True)
+    p = tiers_sub.add_parser("check", help="run fio on each tier of this host (read-only): IOPS and latency percentiles")
+    p.add_argument("--root", default="/var/lib/tierlab", help="the tierlab root the tiers were brought up under")
+    p.add_argument("--runtime-s", type=float, default=2.0, help="seconds per fio job (8 jobs per tier)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_tiers_check)
     args = parser.parse_args(argv)
     try:
         args.func(args)

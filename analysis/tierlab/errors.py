@@ -15,3 +15,11 @@ class TraceFormatError(TierlabError):
 
 class RunDirError(TierlabError):
     """A results directory is missing files it must have, or is not a run at all."""
+
+
+class DeviceProfileError(TierlabError):
+    """A device profile (emulator/profiles/*.toml) is missing, unreadable or incomplete."""
+
+
+class TiersError(TierlabError):
+    """The host's tiers are not up, or checking them failed."""

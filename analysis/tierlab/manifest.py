@@ -81,6 +81,7 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         "finished_at": finished_at if status != "partial" else None,
         "host": record["host"],
         "tiers": _optional_json(run_dir / "raw" / "tiers.json") or record["tiers"],
+        "tiers_check": _optional_json(run_dir / "raw" / "tiers_check.json"),
         "engine": engine,
         "workload": {
             "name": study["workload"], "scale_factor": study["scale_factor"], "queries": study["queries"],

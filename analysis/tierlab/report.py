@@ -119,9 +119,18 @@ def _page(title: str, sections: list[str]) -> str:
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>")
 
 
+def _tier_label(tier: dict) -> str:
+    if not tier.get("emulated"):
+        how = "real"
+    elif tier.get("profile"):
+        how = f"emulated, device model {tier['profile']['name']}"
+    else:
+        how = "emulated" + (f", throttle {tier['throttle']}" if tier.get("throttle") else "")
+    return f"{tier['name']} ({tier['role']}, {how})"
+
+
 def run_context(manifest: dict) -> list[tuple[str, str]]:
-    tiers = "; ".join(f"{t['name']} ({t['role']}, {'emulated' if t.get('emulated') else 'real'}"
-                      + (f", throttle {t['throttle']}" if t.get("throttle") else "") + ")" for t in manifest.get("tiers", []))
+    tiers = "; ".join(_tier_label(t) for t in manifest.get("tiers", []))
     workload = manifest.get("workload", {})
     return [
         ("run", manifest.get("run_id", "")), ("status", manifest.get("status", "")),

@@ -6,8 +6,10 @@ allowed and what to do.
 """
 
 import re
+from pathlib import Path
 
-from .errors import StudyInputError
+from . import device_profile
+from .errors import DeviceProfileError, StudyInputError
 from .layout import FAST, TABLE_CODES, layout_name, parse_layout
 
 ENGINES = ("mariadb", "mysql")
@@ -191,15 +193,21 @@ def buffer_pool_bytes(buffer_pool: dict, scale_factor: float, page_size_bytes: i
     return max(floor, wanted // chunk * chunk)
 
 
-TIER_EMULATIONS = ("loop", "none")
+TIER_EMULATIONS = ("model", "throttle", "none")
 THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
 
 
-def validate_tiers(tiers) -> list[dict]:
-    """The inventory's `tiers` list: one fast and one capacity tier, each complete."""
+def validate_tiers(tiers, default_emulation: str) -> list[dict]:
+    """The inventory's `tiers` list: one fast and one capacity tier, each complete.
+
+    Returns the tiers with `emulation` filled in (from default_emulation where a
+    tier gives none) and, for `model` tiers, the checked `profile_file`.
+    """
     if not isinstance(tiers, list) or not tiers:
         raise StudyInputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
+    _choice("tiers_emulation", default_emulation, TIER_EMULATIONS)
     names = [str(t.get("name", "")) for t in tiers]
+    resolved = []
     for tier in tiers:
         name = tier.get("name")
         where = f"tier {name!r}"
@@ -208,22 +216,34 @@ def validate_tiers(tiers) -> list[dict]:
         if names.count(str(name)) > 1:
             raise StudyInputError(f"{where} is named twice in the inventory's 'tiers'; give each tier its own name")
         _choice(f"{where} role", tier.get("role"), TIERS)
-        _choice(f"{where} emulation", tier.get("emulation"), TIER_EMULATIONS)
-        if tier["emulation"] == "loop":
+        tier = {**tier, "emulation": tier.get("emulation", default_emulation)}
+        _choice(f"{where} emulation", tier["emulation"], TIER_EMULATIONS)
+        if tier["emulation"] == "none":
+            if not tier.get("path") and not tier.get("device"):
+                raise StudyInputError(
+                    f"{where} (emulation none) needs 'path' (a mounted file system) or 'device' (to format and mount)"
+                )
+        else:
             parse_bytes(f"{where} size", tier.get("size"))
-        elif not tier.get("path") and not tier.get("device"):
-            raise StudyInputError(
-                f"{where} (emulation none) needs 'path' (a mounted file system) or 'device' (to format and mount)"
-            )
+        if tier["emulation"] == "model":
+            if not tier.get("profile"):
+                raise _fail(f"{where} profile", tier.get("profile"),
+                            f"{', '.join(device_profile.profile_names())}, or the path of a .toml profile")
+            try:
+                tier["profile_file"] = str(device_profile.profile_path(str(tier["profile"])))
+                device_profile.load(Path(tier["profile_file"]))
+            except DeviceProfileError as exc:
+                raise StudyInputError(f"{where}: {exc}") from None
         if tier.get("read_ahead_kb") is not None:
             _positive_int(f"{where} read_ahead_kb", tier["read_ahead_kb"], 0)
         unknown = set(tier.get("throttle") or {}) - set(THROTTLE_KEYS)
         if unknown:
             raise _fail(f"{where} throttle", sorted(unknown), ", ".join(THROTTLE_KEYS))
+        resolved.append(tier)
     roles = [t["role"] for t in tiers]
     if sorted(roles) != ["capacity", FAST]:
         raise StudyInputError(
             "the inventory's 'tiers' must have exactly one tier with role 'fast' and one with role 'capacity'; "
             f"given roles: {roles}"
         )
-    return tiers
+    return resolved

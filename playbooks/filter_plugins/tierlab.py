@@ -13,9 +13,9 @@ def tierlab_study(values, fast_tier_bytes=None):
         raise AnsibleFilterError(str(exc)) from None
 
 
-def tierlab_tiers(tiers):
+def tierlab_tiers(tiers, default_emulation):
     try:
-        return validate_tiers(list(tiers))
+        return validate_tiers(list(tiers), default_emulation)
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

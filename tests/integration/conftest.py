@@ -1,4 +1,4 @@
-"""Integration tests run the real playbook (real MariaDB, real loop tiers, real traces)
+"""Integration tests run the real playbook (real MariaDB, real emulated tiers, real traces)
 at a tiny scale factor, under a tierlab root of their own, and tear it all down after."""
 
 import json
@@ -67,6 +67,8 @@ def study(tmp_path_factory):
     assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
     assert TEST_ROOT not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert TEST_ROOT not in Path("/proc/mounts").read_text()
+    assert subprocess.run(["pgrep", "-f", f"tierlab-emu.*{TEST_ROOT}/"], capture_output=True).returncode == 1, \
+        "teardown left an emulator running"
 
 
 @pytest.fixture(scope="session")

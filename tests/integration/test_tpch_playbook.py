@@ -53,8 +53,9 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout):
     assert manifest["engine"]["settings"]["innodb_page_size"] == "16384"
     assert manifest["engine"]["version"].startswith("10.11")
     assert manifest["versions"]["tracer_backend"] in ("ftrace", "blktrace")
-    assert {t["name"]: t["emulated"] for t in manifest["tiers"]} == {"optane": True, "nand": True}
-    assert manifest["tiers"][1]["throttle"] == {"read_iops": 2000, "write_iops": 2000, "read_bps": 524288000}
+    assert {t["name"]: (t["emulation"], t["profile"]["name"]) for t in manifest["tiers"]} == {
+        "optane": ("model", "optane"), "nand": ("model", "nand")}
+    assert [(t["name"], len(t["jobs"])) for t in manifest["tiers_check"]["tiers"]] == [("optane", 8), ("nand", 8)]
     assert set(manifest["layout"]["tables"]) == set(LAYOUTS["ALL"])
     assert set(manifest["attempts"][-1]["phase_s"]) == {"tiers", "engine", "data", "load", "run", "collect"}
     listed = {a["path"]: a["sha256"] for a in manifest["artifacts"]}

@@ -1,39 +1,78 @@
 import pytest
 
+from tierlab.device_profile import PROFILES_DIR
 from tierlab.errors import StudyInputError
 from tierlab.study_vars import validate_tiers
 
-OPTANE = {"name": "optane", "role": "fast", "emulation": "loop", "size": "6G", "read_ahead_kb": 128, "throttle": {}}
-NAND = {"name": "nand", "role": "capacity", "emulation": "loop", "size": "16G", "throttle": {"read_iops": 2000}}
+OPTANE = {"name": "optane", "role": "fast", "size": "6G", "read_ahead_kb": 128, "profile": "optane", "throttle": {}}
+NAND = {"name": "nand", "role": "capacity", "size": "16G", "profile": "nand", "throttle": {"read_iops": 2000}}
 
 
-def test_the_default_inventory_tiers_are_valid():
-    assert validate_tiers([OPTANE, NAND]) == [OPTANE, NAND]
+def test_the_default_inventory_tiers_are_modelled_with_their_profile_files():
+    assert validate_tiers([OPTANE, NAND], "model") == [
+        {**OPTANE, "emulation": "model", "profile_file": str(PROFILES_DIR / "optane.toml")},
+        {**NAND, "emulation": "model", "profile_file": str(PROFILES_DIR / "nand.toml")},
+    ]
+
+
+def test_the_default_emulation_can_be_the_throttle():
+    assert [t["emulation"] for t in validate_tiers([OPTANE, NAND], "throttle")] == ["throttle", "throttle"]
+
+
+def test_a_tier_s_own_emulation_wins_over_the_default():
+    real = {"name": "nvme", "role": "capacity", "emulation": "none", "path": "/mnt/nvme"}
+    assert [t["emulation"] for t in validate_tiers([OPTANE, real], "model")] == ["model", "none"]
+
+
+def test_an_unknown_default_emulation_names_the_allowed_ones():
+    with pytest.raises(StudyInputError) as err:
+        validate_tiers([OPTANE, NAND], "loop")
+    assert str(err.value) == "tiers_emulation='loop' is not allowed; allowed: model, throttle, none"
+
+
+def test_a_modelled_tier_needs_a_known_profile():
+    with pytest.raises(StudyInputError) as err:
+        validate_tiers([OPTANE, {**NAND, "profile": "hdd"}], "model")
+    assert str(err.value) == ("tier 'nand': profile='hdd' is not allowed; allowed: nand, optane, passthrough, "
+                              "or the path of a .toml profile")
+
+
+def test_a_modelled_tier_without_a_profile_is_refused():
+    with pytest.raises(StudyInputError, match="tier 'nand' profile=None is not allowed; allowed: nand, optane, passthrough"):
+        validate_tiers([OPTANE, {**NAND, "profile": None}], "model")
+
+
+def test_a_profile_file_is_checked_before_anything_runs(tmp_path):
+    broken = tmp_path / "mine.toml"
+    broken.write_text('model = "mine"\nchannels = 4\n')
+    with pytest.raises(StudyInputError) as err:
+        validate_tiers([OPTANE, {**NAND, "profile": str(broken)}], "model")
+    assert str(err.value) == f"tier 'nand': {broken}: missing key streams"
 
 
 def test_a_real_tier_needs_a_path_or_a_device():
     real = {"name": "nvme", "role": "capacity", "emulation": "none"}
     with pytest.raises(StudyInputError) as err:
-        validate_tiers([OPTANE, real])
+        validate_tiers([OPTANE, real], "model")
     assert str(err.value) == "tier 'nvme' (emulation none) needs 'path' (a mounted file system) or 'device' (to format and mount)"
 
 
 def test_two_fast_tiers_are_refused():
     with pytest.raises(StudyInputError, match="exactly one tier with role 'fast' and one with role 'capacity'; given roles: "
                                               r"\['fast', 'fast'\]"):
-        validate_tiers([OPTANE, {**NAND, "role": "fast"}])
+        validate_tiers([OPTANE, {**NAND, "role": "fast"}], "model")
 
 
 def test_an_unknown_throttle_key_names_the_allowed_ones():
     with pytest.raises(StudyInputError, match=r"allowed: read_iops, write_iops, read_bps, write_bps"):
-        validate_tiers([OPTANE, {**NAND, "throttle": {"iops": 5}}])
+        validate_tiers([OPTANE, {**NAND, "throttle": {"iops": 5}}], "throttle")
 
 
-def test_a_loop_tier_needs_a_size():
+def test_an_emulated_tier_needs_a_size():
     with pytest.raises(StudyInputError, match="tier 'nand' size=None is not allowed"):
-        validate_tiers([OPTANE, {**NAND, "size": None}])
+        validate_tiers([OPTANE, {**NAND, "size": None}], "model")
 
 
 def test_tier_names_are_unique():
     with pytest.raises(StudyInputError, match="named twice"):
-        validate_tiers([OPTANE, {**NAND, "name": "optane"}])
+        validate_tiers([OPTANE, {**NAND, "name": "optane"}], "model")

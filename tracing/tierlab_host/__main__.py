@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from . import layout, mysqld, runner, teardown, tiers
+from . import layout, mysqld, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -12,6 +12,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     tiers_up = sub.add_parser("tiers-up", help="bring tiers up from a JSON spec list")
     tiers_up.add_argument("spec_file")
+    check = sub.add_parser("tiers-check", help="run the read-only fio self-check on each tier")
+    check.add_argument("spec_file")
+    check.add_argument("--runtime-s", type=float, default=2.0)
+    check.add_argument("--output", help="also write the result here")
     sub.add_parser("teardown", help="remove everything tierlab recorded on this host")
     for action in ("start", "stop", "status"):
         p = sub.add_parser(f"mysqld-{action}")
@@ -29,6 +33,8 @@ def main() -> None:
     try:
         if args.command == "tiers-up":
             tiers.main_up(args.spec_file)
+        elif args.command == "tiers-check":
+            tiers_check.main(args.spec_file, args.runtime_s, args.output)
         elif args.command == "teardown":
             teardown.main()
         elif args.command.startswith("mysqld-"):

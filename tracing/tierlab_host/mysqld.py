@@ -11,25 +11,17 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 from . import record
-from .system import HostError, run
+from .system import HostError, cmdline, run, wait_gone
 from .tiers import join_cgroup
 
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 300
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-    except FileNotFoundError:
-        return []
-
-
 def _is_ours(entry: dict) -> bool:
-    return f"--defaults-file={entry['defaults_file']}" in _cmdline(entry["pid"])
+    return f"--defaults-file={entry['defaults_file']}" in cmdline(entry["pid"])
 
 
 def _recorded(instance: str) -> dict | None:
@@ -78,30 +70,15 @@ def start(instance: str, server: str, defaults_file: str, client_file: str, log_
     return {"changed": True, "pid": proc.pid}
 
 
-def _wait_gone(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while Path(f"/proc/{pid}").exists():
-        try:
-            # reaps the server when this process started it (the query runner does)
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def stop_recorded(entry: dict) -> bool:
     """Stop one recorded instance; True if it was running."""
     pid = entry["pid"]
     was_running = _is_ours(entry)
     if was_running:
         run(["mysqladmin", f"--defaults-file={entry['client_file']}", "shutdown"], check=False, timeout_s=60)
-        if not _wait_gone(pid, STOP_TIMEOUT_S) and _is_ours(entry):
+        if not wait_gone(pid, STOP_TIMEOUT_S) and _is_ours(entry):
             os.kill(pid, signal.SIGKILL)
-            _wait_gone(pid, 10)
+            wait_gone(pid, 10)
     record.remove(entry)
     return was_running
 

@@ -13,10 +13,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import mysqld, trace
+from . import emulator, mysqld, trace
 from .extents import map_files
 from .layout import current_file
-from .system import device_of_path
+from .system import HostError, device_of_path
 
 COUNTERS = [
     "Innodb_buffer_pool_read_ahead",
@@ -123,6 +123,7 @@ def run_queries(spec: dict) -> dict:
     rows_file = raw / "queries.jsonl"
     done = _done_tries(rows_file)
 
+    emulator.require_running()
     _start(spec)
     (raw / "engine.json").write_text(json.dumps(_engine_facts(spec), indent=1))
     extents_file = raw / "extents.json"
@@ -152,6 +153,14 @@ def run_queries(spec: dict) -> dict:
                     backend.start(label, raw / "traces")
                 result = execute(spec, sql, raw / "output" / f"{label}.tsv")
                 trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
+                row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
+                       "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
+                try:
+                    emulator.require_running()
+                except HostError as exc:
+                    # the try is kept as an error row, then the run stops: its tier no longer answers
+                    _append(rows_file, {**row, "status": "error", "error": str(exc)})
+                    raise
                 if mysqld.ping(spec["client_file"]):
                     after = mysqld.status_counters(spec["client_file"], COUNTERS)
                     deltas = {name: after[name] - before[name] for name in COUNTERS}
@@ -159,16 +168,12 @@ def run_queries(spec: dict) -> dict:
                     # the server died in the query: its counters died with it
                     after = deltas = None
                     crashed = "server was not running after the query"
-                    result.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
+                    row.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
                     _start(spec)
                 counters = {"before": before, "after": after, "delta": deltas}
                 (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
-                failed_tries += result["status"] != "ok"
-                _append(rows_file, {
-                    "query": query, "try": attempt, **result,
-                    "cache": "cold" if spec["cold"] else "warm", "started_at": started_at,
-                    "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"],
-                })
+                failed_tries += row["status"] != "ok"
+                _append(rows_file, row)
     finally:
         if backend:
             backend.close()

@@ -2,7 +2,10 @@
 
 import os
 import subprocess
+import time
 from pathlib import Path
+
+from . import record
 
 
 class HostError(Exception):
@@ -54,3 +57,48 @@ def ftrace_dev(device: str) -> int:
     """The kernel's internal dev_t (major << 20 | minor), as tracepoint filters use it."""
     major, minor = (int(x) for x in device.split(":"))
     return major << 20 | minor
+
+
+def cmdline(pid: int) -> list[str]:
+    """A live process's arguments; [] for a process that is gone or a zombie."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def wait_gone(pid: int, timeout_s: float) -> bool:
+    """Wait for a process to end (reaping it when it is our child); False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while cmdline(pid):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def set_knob(path: Path, value: int, changes: list[str]) -> None:
+    """Write an integer sysfs knob, recording its first value so teardown restores it."""
+    current = int(path.read_text())
+    if current == value:
+        return
+    if not any(e["path"] == str(path) for e in record.entries("knob")):
+        record.add("knob", path=str(path), previous=current)
+    path.write_text(f"{value}\n")
+    changes.append(f"set {path} to {value} (was {current})")
+
+
+def mounted(path: str | Path) -> bool:
+    """Whether path is a mount point, even one whose FUSE server has died (stat fails there)."""
+    target = os.path.abspath(path)
+    with open("/proc/self/mountinfo") as mounts:
+        for line in mounts:
+            point = line.split()[4].replace("\\040", " ")
+            if point == target:
+                return True
+    return False

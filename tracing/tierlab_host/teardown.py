@@ -1,11 +1,10 @@
 """Teardown: remove everything tierlab's record holds on this host, newest first."""
 
 import json
-import os
 from pathlib import Path
 
-from . import mysqld, record, trace
-from .system import run
+from . import emulator, mysqld, record, trace
+from .system import mounted, run
 from .tiers import loop_for
 
 
@@ -19,29 +18,30 @@ def down() -> dict:
         elif kind == "tracing_instance":
             trace.remove_instance(entry)
         elif kind == "mount":
-            if os.path.ismount(entry["path"]):
+            if mounted(entry["path"]):
                 run(["umount", entry["path"]])
         elif kind == "loop":
             if loop_for(entry["image"]) == entry["device"]:
                 run(["losetup", "-d", entry["device"]])
+        elif kind == "emulator":
+            emulator.stop_recorded(entry)
         elif kind == "image":
             Path(entry["path"]).unlink(missing_ok=True)
         elif kind == "cgroup":
             if Path(entry["path"]).is_dir():
                 Path(entry["path"]).rmdir()
-        elif kind == "read_ahead":
-            Path(entry["path"]).write_text(f"{entry['previous_kb']}\n")
+        elif kind == "knob":
+            Path(entry["path"]).write_text(f"{entry['previous']}\n")
         elif kind == "dir":
             path = Path(entry["path"])
             if path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
         elif kind == "debugfs":
-            if os.path.ismount(entry["path"]):
+            if mounted(entry["path"]):
                 run(["umount", entry["path"]])
         record.remove(entry)
         removed.append(entry)
     return {"changed": bool(removed), "removed": removed}
-
 
 
 def main() -> None:

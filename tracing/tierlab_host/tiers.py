@@ -2,20 +2,24 @@
 
 A tier spec (one JSON object per tier, from the Ansible tiers role):
   name, role (fast|capacity), path (mount point),
-  emulation: "loop" (a sparse image on a loop device, formatted ext4),
-             "none" (a real mount point, or a real device to format),
-  image, size_bytes            (loop only)
+  emulation: "model"    (a sparse image served by tierlab-emu with a device
+                         model, under a loop device, formatted ext4),
+             "throttle" (a sparse image on a loop device, with an optional
+                         cgroup blkio throttle),
+             "none"     (a real mount point, or a real device to format),
+  image, size_bytes                              (model and throttle)
+  profile_file, emulator, emulator_mountpoint    (model)
+  throttle: {read_iops, write_iops, read_bps, write_bps}   (throttle)
   device, format               (none only: a device to format and mount)
   read_ahead_kb                (optional)
-  throttle: {read_iops, write_iops, read_bps, write_bps}   (optional, emulation)
 """
 
 import json
 import os
 from pathlib import Path
 
-from . import record
-from .system import HostError, device_model, device_name, device_of_path, queue_dir, run
+from . import emulator, record
+from .system import HostError, device_model, device_name, device_of_path, mounted, queue_dir, run, set_knob
 
 BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
 # one throttle group per tierlab root (/var/lib/tierlab -> "tierlab"), so a test root never shares one
@@ -32,9 +36,12 @@ def cgroup_path() -> Path:
     return BLKIO_ROOT / CGROUP_NAME
 
 
-def loop_for(image: str) -> str | None:
-    out = run(["losetup", "-j", image]).stdout.strip()
-    return out.split(":", 1)[0] if out else None
+def loop_for(backing: str) -> str | None:
+    """The loop device backed by this file; read from sysfs, which still answers when the file's FUSE server is gone."""
+    for backing_file in Path("/sys/block").glob("loop*/loop/backing_file"):
+        if backing_file.read_text().strip() == backing:
+            return f"/dev/{backing_file.parent.parent.name}"
+    return None
 
 
 def _ensure_dir(path: Path, changes: list[str]) -> None:
@@ -60,14 +67,15 @@ def _ensure_fs(block_device: str, changes: list[str]) -> None:
 
 def _ensure_mount(block_device: str, path: Path, changes: list[str]) -> None:
     _ensure_dir(path, changes)
-    if os.path.ismount(path):
+    if mounted(path):
         return
     run(["mount", "-o", "noatime", block_device, str(path)])
     record.add("mount", path=str(path))
     changes.append(f"mounted {block_device} on {path}")
 
 
-def _up_loop(spec: dict, changes: list[str]) -> str:
+def _up_loop(spec: dict, changes: list[str]) -> tuple[str, dict | None]:
+    """An emulated tier's loop device, mounted; with its calibration when an emulator was started now."""
     image = Path(spec["image"])
     if not image.exists():
         _ensure_dir(image.parent, changes)
@@ -75,14 +83,19 @@ def _up_loop(spec: dict, changes: list[str]) -> str:
             f.truncate(int(spec["size_bytes"]))
         record.add("image", path=str(image))
         changes.append(f"created image {image}")
-    loop = loop_for(str(image))
+    backing, started = image, False
+    if spec["emulation"] == "model":
+        _ensure_dir(Path(spec["emulator_mountpoint"]), changes)
+        backing, started = emulator.up(spec, image, changes)
+    loop = loop_for(str(backing))
     if loop is None:
-        loop = run(["losetup", "--find", "--show", "--direct-io=on", str(image)]).stdout.strip()
-        record.add("loop", device=loop, image=str(image))
-        changes.append(f"attached {image} to {loop}")
+        loop = run(["losetup", "--find", "--show", "--direct-io=on", str(backing)]).stdout.strip()
+        record.add("loop", device=loop, image=str(backing))
+        changes.append(f"attached {backing} to {loop}")
+    calibration = emulator.calibrate(spec, loop) if started else None
     _ensure_fs(loop, changes)
     _ensure_mount(loop, Path(spec["path"]), changes)
-    return loop
+    return loop, calibration
 
 
 def _up_real(spec: dict, changes: list[str]) -> str | None:
@@ -100,18 +113,6 @@ def _up_real(spec: dict, changes: list[str]) -> str | None:
             "mount the tier's file system there, or give 'device' (and 'format: true') to let tierlab mount it"
         )
     return device
-
-
-def _set_read_ahead(device: str, read_ahead_kb: int, changes: list[str]) -> None:
-    knob = queue_dir(device) / "read_ahead_kb"
-    current = int(knob.read_text())
-    if current == read_ahead_kb:
-        return
-    # kept once, so teardown restores the value the host had before tierlab
-    if not any(e["path"] == str(knob) for e in record.entries("read_ahead")):
-        record.add("read_ahead", path=str(knob), previous_kb=current)
-    knob.write_text(f"{read_ahead_kb}\n")
-    changes.append(f"set {knob} to {read_ahead_kb}")
 
 
 def _set_throttle(device: str, throttle: dict, changes: list[str]) -> None:
@@ -138,12 +139,18 @@ def _set_throttle(device: str, throttle: dict, changes: list[str]) -> None:
 def up(specs: list[dict]) -> dict:
     changes: list[str] = []
     facts = []
+    if any(spec["emulation"] == "model" for spec in specs):
+        emulator.allow_fast_wakeups(changes)
     for spec in specs:
-        block_device = _up_loop(spec, changes) if spec["emulation"] == "loop" else _up_real(spec, changes)
+        calibration = None
+        if spec["emulation"] == "none":
+            block_device = _up_real(spec, changes)
+        else:
+            block_device, calibration = _up_loop(spec, changes)
         device = device_of_path(spec["path"])
         if spec.get("read_ahead_kb"):
-            _set_read_ahead(device, int(spec["read_ahead_kb"]), changes)
-        throttle = spec.get("throttle") or {}
+            set_knob(queue_dir(device) / "read_ahead_kb", int(spec["read_ahead_kb"]), changes)
+        throttle = (spec.get("throttle") or {}) if spec["emulation"] == "throttle" else {}
         if throttle:
             _set_throttle(device, throttle, changes)
         stat = os.statvfs(spec["path"])
@@ -156,9 +163,11 @@ def up(specs: list[dict]) -> dict:
             "block_device": block_device or f"/dev/{device_name(device)}",
             "model": device_model(device),
             "fs": run(["findmnt", "-n", "-o", "FSTYPE", "--target", spec["path"]]).stdout.strip(),
-            "emulated": spec["emulation"] == "loop",
+            "emulated": spec["emulation"] != "none",
             "emulation": spec["emulation"],
-            "backing_image": spec.get("image") if spec["emulation"] == "loop" else None,
+            "backing_image": spec.get("image"),
+            "profile": _profile_facts(spec) if spec["emulation"] == "model" else None,
+            "calibration": calibration,
             "throttle": throttle,
             "read_ahead_kb": int((queue_dir(device) / "read_ahead_kb").read_text()),
             "scheduler": (queue_dir(device) / "scheduler").read_text().strip(),
@@ -166,6 +175,13 @@ def up(specs: list[dict]) -> dict:
             "free_bytes": stat.f_bavail * stat.f_frsize,
         })
     return {"changed": bool(changes), "changes": changes, "tiers": facts}
+
+
+def _profile_facts(spec: dict) -> dict:
+    live = emulator.stats(spec["emulator_mountpoint"])
+    return {"name": live["model"], "file": spec["profile_file"], "text": Path(spec["profile_file"]).read_text(),
+            "overhead_fixed_us": live["overhead_fixed_us"], "overhead_per_kib_us": live["overhead_per_kib_us"],
+            "timer_overshoot_us": live["timer_overshoot_us"]}
 
 
 def join_cgroup(pid: int) -> None:

@@ -1,0 +1,82 @@
+"""Device profiles: both readers (the emulator's C parser and tierlab.device_profile) refuse the same mistakes."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tierlab import device_profile
+from tierlab.errors import DeviceProfileError
+
+EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
+NAND = EMULATOR / "profiles" / "nand.toml"
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    subprocess.run(["make", "-s", "-C", str(EMULATOR)], check=True)
+    return EMULATOR / "tierlab-emu"
+
+
+def emulator_error(binary: Path, profile: Path) -> str:
+    done = subprocess.run([str(binary), "--profile", str(profile), "--simulate"], input="", capture_output=True, text=True)
+    assert done.returncode == 2
+    return done.stderr.strip()
+
+
+def without_key(tmp_path: Path, key: str) -> Path:
+    path = tmp_path / f"without_{key}.toml"
+    path.write_text("".join(line + "\n" for line in NAND.read_text().splitlines() if not line.startswith(f"{key} =")))
+    return path
+
+
+def test_the_shipped_profiles_are_optane_nand_and_passthrough():
+    assert device_profile.profile_names() == ["nand", "optane", "passthrough"]
+
+
+def test_every_shipped_profile_loads_in_both_readers(binary):
+    for name in device_profile.profile_names():
+        path = device_profile.profile_path(name)
+        assert device_profile.load(path)["model"] == name
+        done = subprocess.run([str(binary), "--profile", str(path), "--simulate"], input="", capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("key", [*device_profile.COUNT_KEYS, *device_profile.NUMBER_KEYS])
+def test_each_parameter_is_required_by_both_readers(binary, tmp_path, key):
+    path = without_key(tmp_path, key)
+    assert emulator_error(binary, path) == f"tierlab-emu: {path}: missing key {key}"
+    with pytest.raises(DeviceProfileError) as err:
+        device_profile.load(path)
+    assert str(err.value) == f"{path}: missing key {key}"
+
+
+def test_an_unknown_key_is_refused_with_its_line(binary, tmp_path):
+    path = tmp_path / "typo.toml"
+    path.write_text(NAND.read_text() + "read_randon_us = 80\n")
+    line = len(path.read_text().splitlines())
+    assert emulator_error(binary, path) == f"tierlab-emu: {path}:{line}: unknown key read_randon_us"
+    with pytest.raises(DeviceProfileError, match="unknown key read_randon_us; allowed: model, description, channels"):
+        device_profile.load(path)
+
+
+def test_a_negative_latency_is_refused(binary, tmp_path):
+    path = tmp_path / "negative.toml"
+    path.write_text(NAND.read_text().replace("read_random_us = 88.6", "read_random_us = -1"))
+    assert "read_random_us must be a number >= 0, got -1" in emulator_error(binary, path)
+    with pytest.raises(DeviceProfileError, match="read_random_us must be a number >= 0, got -1"):
+        device_profile.load(path)
+
+
+def test_a_fractional_channel_count_is_refused(binary, tmp_path):
+    path = tmp_path / "fraction.toml"
+    path.write_text(NAND.read_text().replace("channels = 32", "channels = 2.5"))
+    assert "channels must be a whole number >= 0, got 2.5" in emulator_error(binary, path)
+    with pytest.raises(DeviceProfileError, match="channels must be a whole number >= 0, got 2.5"):
+        device_profile.load(path)
+
+
+def test_an_unknown_profile_name_lists_the_shipped_ones():
+    with pytest.raises(DeviceProfileError) as err:
+        device_profile.profile_path("hdd")
+    assert str(err.value) == "profile='hdd' is not allowed; allowed: nand, optane, passthrough, or the path of a .toml profile"
