@@ -42,8 +42,9 @@ def test_the_check_reports_each_tier_s_emulator_counters(check):
     assert emulators == {"optane": "optane", "nand": "nand"}
 
 
-def test_a_dead_emulator_fails_the_check_with_its_tier_named_and_teardown_still_cleans_up(tmp_path):
-    """A tier of its own under its own root: kill its emulator, check, tear down."""
+@pytest.mark.parametrize(("sent", "said"), [(signal.SIGKILL, "has exited"), (signal.SIGSTOP, "did not answer within 10 s")])
+def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardown_still_cleans_up(tmp_path, sent, said):
+    """A tier of its own under its own root: kill or stop its emulator, check, tear down."""
     root = tmp_path / "root"
     subprocess.run(["make", "-s", "-C", str(ROOT / "emulator")], check=True)
     spec = [{"name": "doomed", "role": "capacity", "emulation": "model", "path": str(root / "tiers" / "doomed"),
@@ -62,11 +63,11 @@ def test_a_dead_emulator_fails_the_check_with_its_tier_named_and_teardown_still_
     up = agent("tiers-up", str(spec_file))
     assert up.returncode == 0, up.stderr
     (emulator,) = [e for e in json.loads((root / "state" / "created.json").read_text()) if e["kind"] == "emulator"]
-    os.kill(emulator["pid"], signal.SIGKILL)
+    os.kill(emulator["pid"], sent)
 
     check = agent("tiers-check", str(spec_file), "--runtime-s", "0.2")
     assert check.returncode == 1
-    assert f"the emulator of tier doomed (pid {emulator['pid']}) has exited" in check.stderr
+    assert f"the emulator of tier doomed (pid {emulator['pid']}) {said}" in check.stderr
 
     down = agent("teardown")
     assert down.returncode == 0, down.stderr

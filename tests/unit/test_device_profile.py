@@ -60,19 +60,15 @@ def test_an_unknown_key_is_refused_with_its_line(binary, tmp_path):
         device_profile.load(path)
 
 
-def test_a_negative_latency_is_refused(binary, tmp_path):
-    path = tmp_path / "negative.toml"
-    path.write_text(NAND.read_text().replace("read_random_us = 88.6", "read_random_us = -1"))
-    assert "read_random_us must be a number >= 0, got -1" in emulator_error(binary, path)
-    with pytest.raises(DeviceProfileError, match="read_random_us must be a number >= 0, got -1"):
-        device_profile.load(path)
-
-
-def test_a_fractional_channel_count_is_refused(binary, tmp_path):
-    path = tmp_path / "fraction.toml"
-    path.write_text(NAND.read_text().replace("channels = 32", "channels = 2.5"))
-    assert "channels must be a whole number >= 0, got 2.5" in emulator_error(binary, path)
-    with pytest.raises(DeviceProfileError, match="channels must be a whole number >= 0, got 2.5"):
+@pytest.mark.parametrize(("line", "bad", "message"), [
+    ("read_random_us = 88.6", "read_random_us = -1", "read_random_us must be a number >= 0, got -1"),
+    ("channels = 32", "channels = 2.5", "channels must be a whole number >= 0, got 2.5"),
+])
+def test_a_bad_value_is_refused_by_both_readers(binary, tmp_path, line, bad, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(NAND.read_text().replace(line, bad))
+    assert message in emulator_error(binary, path)
+    with pytest.raises(DeviceProfileError, match=message):
         device_profile.load(path)
 
 

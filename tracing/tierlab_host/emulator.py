@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import fio, record
-from .system import HostError, cmdline, mounted, run, set_knob, wait_gone
+from .system import HostError, cmdline, mount_device, mounted, run, set_knob, wait_gone
 
 MOUNT_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 20
@@ -24,6 +24,10 @@ STOP_TIMEOUT_S = 20
 HALT_POLL_KNOB = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 HALT_POLL_NS = 200_000
 CALIBRATION_SPAN_BYTES = 256 << 20
+# an emulator that does not answer a read of its stats file within this long is hung
+ANSWER_TIMEOUT_S = 10
+# the FUSE control file system, where a hung connection is aborted
+FUSE_CONTROL = Path("/sys/fs/fuse/connections")
 
 
 def _is_ours(entry: dict) -> bool:
@@ -44,10 +48,42 @@ def _log_tail(log: str, lines: int = 5) -> str:
         return "(no log)"
 
 
+def _failed(entry: dict, what: str) -> str:
+    return (f"the emulator of tier {entry['tier']} (pid {entry['pid']}) {what}; its log {entry['log']} ends: "
+            f"{_log_tail(entry['log'])}. Run `make teardown`, then `make tiers` to bring the tiers back")
+
+
 def _exited(entry: dict) -> str:
-    return (f"the emulator of tier {entry['tier']} (pid {entry['pid']}) has exited, so the tier's device no longer "
-            f"answers; its log {entry['log']} ends: {_log_tail(entry['log'])}. "
-            "Run `make teardown`, then `make tiers` to bring the tiers back")
+    return _failed(entry, "has exited, so the tier's device no longer answers")
+
+
+def _answers(entry: dict) -> bool:
+    # a reader the emulator never answers may not die even when killed, so it is not waited for
+    reader = subprocess.Popen(["cat", str(Path(entry["mountpoint"]) / "stats")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return reader.wait(timeout=ANSWER_TIMEOUT_S) == 0
+    except subprocess.TimeoutExpired:
+        reader.kill()
+        return False
+
+
+def _abort(entry: dict) -> None:
+    """Abort a hung emulator's FUSE connection: its requests then fail at once instead of waiting forever."""
+    device = mount_device(entry["mountpoint"])
+    if device is None:
+        return
+    if not mounted(FUSE_CONTROL):
+        run(["mount", "-t", "fusectl", "none", str(FUSE_CONTROL)])
+        record.add("mount", path=str(FUSE_CONTROL))
+    (FUSE_CONTROL / device.split(":")[1] / "abort").write_text("1\n")
+
+
+def abort_hung() -> None:
+    """Abort the connections of recorded emulators that are alive but do not answer (teardown's first step)."""
+    for entry in record.entries("emulator"):
+        if _is_ours(entry) and not _answers(entry):
+            _abort(entry)
 
 
 def allow_fast_wakeups(changes: list[str]) -> None:
@@ -114,10 +150,24 @@ def calibrate(spec: dict, block_device: str) -> dict:
         missed_us = modelled["lat_us"]["p50"] - modelled_us
         fixed_us = max(0.0, fixed_us + missed_us)
         control.write_text(f"overhead {fixed_us:.3f} {per_kib_us:.4f}\n")
-    return {"fixed_us": round(fixed_us, 3), "per_kib_us": round(per_kib_us, 4),
-            "passthrough_p50_us": {"4096": small["lat_us"]["p50"], "65536": large["lat_us"]["p50"]},
-            "modelled_4k_random_us": round(modelled_us, 2), "wake_up_correction_us": round(missed_us, 2),
-            "guest_halt_poll_ns": int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None}
+    calibration = {
+        "fixed_us": round(fixed_us, 3), "per_kib_us": round(per_kib_us, 4),
+        "passthrough_p50_us": {"4096": small["lat_us"]["p50"], "65536": large["lat_us"]["p50"]},
+        "modelled_4k_random_us": round(modelled_us, 2), "wake_up_correction_us": round(missed_us, 2),
+        "guest_halt_poll_ns": int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None,
+    }
+    _calibration_file(mountpoint).write_text(json.dumps(calibration, indent=1))
+    return calibration
+
+
+def _calibration_file(mountpoint: str) -> Path:
+    return Path(mountpoint).with_suffix(".calibration.json")
+
+
+def calibration(mountpoint: str) -> dict | None:
+    """The calibration taken when the emulator at mountpoint started."""
+    path = _calibration_file(mountpoint)
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def stats(mountpoint: str) -> dict:
@@ -125,20 +175,27 @@ def stats(mountpoint: str) -> dict:
 
 
 def require_running() -> None:
-    """Raise, naming the tier and the emulator's last words, if any recorded emulator has exited."""
+    """Raise, naming the tier and the emulator's last words, if a recorded emulator has exited or hangs."""
     for entry in record.entries("emulator"):
         if not _is_ours(entry):
             raise HostError(_exited(entry))
+        if not _answers(entry):
+            _abort(entry)
+            raise HostError(_failed(entry, f"did not answer within {ANSWER_TIMEOUT_S} s; its FUSE connection was "
+                                           "aborted, so the tier's requests fail instead of waiting"))
 
 
 def stop_recorded(entry: dict) -> None:
     """Stop one recorded emulator (it unmounts itself), and clear a mount a dead one left behind."""
     if _is_ours(entry):
         os.kill(entry["pid"], signal.SIGTERM)
+        # a stopped emulator must run to handle its SIGTERM
+        os.kill(entry["pid"], signal.SIGCONT)
         if not wait_gone(entry["pid"], STOP_TIMEOUT_S) and _is_ours(entry):
             os.kill(entry["pid"], signal.SIGKILL)
             wait_gone(entry["pid"], 10)
     if mounted(entry["mountpoint"]):
         run(["umount", "-l", entry["mountpoint"]])
     Path(entry["log"]).unlink(missing_ok=True)
+    _calibration_file(entry["mountpoint"]).unlink(missing_ok=True)
     record.remove(entry)

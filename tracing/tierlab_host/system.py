@@ -93,12 +93,17 @@ def set_knob(path: Path, value: int, changes: list[str]) -> None:
     changes.append(f"set {path} to {value} (was {current})")
 
 
-def mounted(path: str | Path) -> bool:
-    """Whether path is a mount point, even one whose FUSE server has died (stat fails there)."""
+def mount_device(path: str | Path) -> str | None:
+    """The 'major:minor' of what is mounted at path, or None; read from mountinfo, which
+    still answers where stat does not (a FUSE mount whose server died or hangs)."""
     target = os.path.abspath(path)
     with open("/proc/self/mountinfo") as mounts:
         for line in mounts:
-            point = line.split()[4].replace("\\040", " ")
-            if point == target:
-                return True
-    return False
+            fields = line.split()
+            if fields[4].replace("\\040", " ") == target:
+                return fields[2]
+    return None
+
+
+def mounted(path: str | Path) -> bool:
+    return mount_device(path) is not None

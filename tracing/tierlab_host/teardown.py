@@ -10,6 +10,8 @@ from .tiers import loop_for
 
 def down() -> dict:
     """Remove everything the record holds, newest first."""
+    # a hung emulator would hold every unmount of its tier's file system
+    emulator.abort_hung()
     removed = []
     for entry in reversed(record.entries()):
         kind = entry["kind"]

@@ -74,8 +74,8 @@ def _ensure_mount(block_device: str, path: Path, changes: list[str]) -> None:
     changes.append(f"mounted {block_device} on {path}")
 
 
-def _up_loop(spec: dict, changes: list[str]) -> tuple[str, dict | None]:
-    """An emulated tier's loop device, mounted; with its calibration when an emulator was started now."""
+def _up_loop(spec: dict, changes: list[str]) -> str:
+    """An emulated tier's loop device, mounted (a model tier's emulator started and calibrated first)."""
     image = Path(spec["image"])
     if not image.exists():
         _ensure_dir(image.parent, changes)
@@ -92,10 +92,12 @@ def _up_loop(spec: dict, changes: list[str]) -> tuple[str, dict | None]:
         loop = run(["losetup", "--find", "--show", "--direct-io=on", str(backing)]).stdout.strip()
         record.add("loop", device=loop, image=str(backing))
         changes.append(f"attached {backing} to {loop}")
-    calibration = emulator.calibrate(spec, loop) if started else None
+    if started or (spec["emulation"] == "model" and emulator.calibration(spec["emulator_mountpoint"]) is None):
+        emulator.calibrate(spec, loop)
+        changes.append(f"calibrated the emulator of tier {spec['name']}")
     _ensure_fs(loop, changes)
     _ensure_mount(loop, Path(spec["path"]), changes)
-    return loop, calibration
+    return loop
 
 
 def _up_real(spec: dict, changes: list[str]) -> str | None:
@@ -142,11 +144,7 @@ def up(specs: list[dict]) -> dict:
     if any(spec["emulation"] == "model" for spec in specs):
         emulator.allow_fast_wakeups(changes)
     for spec in specs:
-        calibration = None
-        if spec["emulation"] == "none":
-            block_device = _up_real(spec, changes)
-        else:
-            block_device, calibration = _up_loop(spec, changes)
+        block_device = _up_real(spec, changes) if spec["emulation"] == "none" else _up_loop(spec, changes)
         device = device_of_path(spec["path"])
         if spec.get("read_ahead_kb"):
             set_knob(queue_dir(device) / "read_ahead_kb", int(spec["read_ahead_kb"]), changes)
@@ -167,7 +165,7 @@ def up(specs: list[dict]) -> dict:
             "emulation": spec["emulation"],
             "backing_image": spec.get("image"),
             "profile": _profile_facts(spec) if spec["emulation"] == "model" else None,
-            "calibration": calibration,
+            "calibration": emulator.calibration(spec["emulator_mountpoint"]) if spec["emulation"] == "model" else None,
             "throttle": throttle,
             "read_ahead_kb": int((queue_dir(device) / "read_ahead_kb").read_text()),
             "scheduler": (queue_dir(device) / "scheduler").read_text().strip(),
