@@ -9,6 +9,7 @@ run starts at the first (query, try) without one.
 import json
 import os
 import subprocess
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,8 @@ COUNTERS = [
 ]
 # the client is given this long beyond the server-side limit before it is killed
 CLIENT_GRACE_S = 60
+# how often the emulators are checked while a statement runs
+WATCH_INTERVAL_S = 15
 # how each engine limits a statement's time on the server (MariaDB in seconds, MySQL in ms)
 STATEMENT_LIMIT = {
     "mariadb": "SET SESSION max_statement_time={s}",
@@ -77,22 +80,36 @@ def _cold_restart(spec: dict) -> None:
 
 
 def execute(spec: dict, sql: str, output: Path) -> dict:
-    """Run one statement through the client; status ok, error or timeout."""
+    """Run one statement through the client; status ok, error or timeout.
+
+    While it runs, the tiers' emulators are watched: one that hangs has its
+    connection aborted, so the statement fails instead of waiting forever.
+    """
     limit_s = spec["query_timeout_s"]
     limit = STATEMENT_LIMIT[spec["engine"]].format(s=limit_s, ms=limit_s * 1000)
     script = f"{limit};\n{sql}\n"
     cmd = mysqld.client_command(spec["client_file"], "--batch", "--skip-column-names", spec["database"])
     started = time.monotonic()
-    with open(output, "wb") as out:
-        try:
-            done = subprocess.run(cmd, input=script.encode(), stdout=out, stderr=subprocess.PIPE,
-                                  timeout=limit_s + CLIENT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s", "elapsed_s": elapsed, "rows": None}
+    with open(output, "wb") as out, tempfile.TemporaryFile() as err:
+        client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err)
+        client.stdin.write(script.encode())
+        client.stdin.close()
+        while True:
+            try:
+                client.wait(timeout=WATCH_INTERVAL_S)
+                break
+            except subprocess.TimeoutExpired:
+                emulator.abort_hung()
+                if time.monotonic() - started > limit_s + CLIENT_GRACE_S:
+                    client.kill()
+                    client.wait()
+                    elapsed = time.monotonic() - started
+                    return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s", "elapsed_s": elapsed,
+                            "rows": None}
+        err.seek(0)
+        error = err.read().decode(errors="replace").strip()
     elapsed = time.monotonic() - started
-    error = done.stderr.decode(errors="replace").strip()
-    if done.returncode != 0:
+    if client.returncode != 0:
         status = "timeout" if any(text in error for text in LIMIT_ERRORS) else "error"
         return {"status": status, "error": error, "elapsed_s": elapsed, "rows": None}
     with open(output, "rb") as f:
