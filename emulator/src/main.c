@@ -117,6 +117,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	conn->max_write = 1u << 20;
+	/* loop's direct I/O is asynchronous: FUSE lets only max_background such
+	 * requests reach the daemon at once, and the model's queues need depth */
+	conn->max_background = 256;
+	conn->congestion_threshold = 192;
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
@@ -196,8 +200,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-/* Decide the request's completion, then wait for it, less the host's own cost. */
-static void model_wait(enum model_op op, off_t off, size_t size)
+/* Decide the request's completion; returns when to reply (0: at once), less the host's own cost. */
+static uint64_t model_due(enum model_op op, off_t off, size_t size)
 {
 	struct model_decision d;
 	uint64_t now = mono_ns(), due, overhead;
@@ -205,7 +209,7 @@ static void model_wait(enum model_op op, off_t off, size_t size)
 	pthread_mutex_lock(&emu.lock);
 	if (!emu.model_enabled) {
 		pthread_mutex_unlock(&emu.lock);
-		return;
+		return 0;
 	}
 	model_submit(&emu.model, now, op, (uint64_t)off, size, &d);
 	emu.classes[d.cls].count++;
@@ -217,8 +221,126 @@ static void model_wait(enum model_op op, off_t off, size_t size)
 	if (due == 0 && d.done_ns > now)
 		emu.late++;
 	pthread_mutex_unlock(&emu.lock);
-	if (due > mono_ns())
-		sleep_until(due);
+	return due;
+}
+
+/* Replies wait in a heap ordered by due time; one thread sends them when due,
+ * so a worker never sleeps and requests due together cost one wake-up. */
+struct pending {
+	uint64_t due_ns;
+	fuse_req_t req;
+	const char *data; /* a read's data; NULL for a write */
+	size_t size;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct pending *heap;
+	size_t count, capacity;
+	int stop;
+} replies = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void send_reply(const struct pending *p)
+{
+	if (p->data)
+		fuse_reply_buf(p->req, p->data, p->size);
+	else
+		fuse_reply_write(p->req, p->size);
+}
+
+static void heap_swap(size_t a, size_t b)
+{
+	struct pending t = replies.heap[a];
+
+	replies.heap[a] = replies.heap[b];
+	replies.heap[b] = t;
+}
+
+static int heap_push(const struct pending *p)
+{
+	size_t i;
+
+	if (replies.count == replies.capacity) {
+		size_t capacity = replies.capacity ? 2 * replies.capacity : 256;
+		struct pending *grown = realloc(replies.heap, capacity * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		replies.heap = grown;
+		replies.capacity = capacity;
+	}
+	i = replies.count++;
+	replies.heap[i] = *p;
+	while (i > 0 && replies.heap[(i - 1) / 2].due_ns > replies.heap[i].due_ns) {
+		heap_swap(i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+	return 0;
+}
+
+static struct pending heap_pop(void)
+{
+	struct pending top = replies.heap[0];
+	size_t i = 0;
+
+	replies.heap[0] = replies.heap[--replies.count];
+	for (;;) {
+		size_t least = i, l = 2 * i + 1, r = 2 * i + 2;
+
+		if (l < replies.count && replies.heap[l].due_ns < replies.heap[least].due_ns)
+			least = l;
+		if (r < replies.count && replies.heap[r].due_ns < replies.heap[least].due_ns)
+			least = r;
+		if (least == i)
+			return top;
+		heap_swap(i, least);
+		i = least;
+	}
+}
+
+static void reply_when_due(fuse_req_t req, uint64_t due_ns, const char *data, size_t size)
+{
+	struct pending p = {.due_ns = due_ns, .req = req, .data = data, .size = size};
+	int queued;
+
+	if (due_ns <= mono_ns()) {
+		send_reply(&p);
+		return;
+	}
+	pthread_mutex_lock(&replies.lock);
+	queued = heap_push(&p) == 0;
+	if (queued && replies.heap[0].req == req)
+		pthread_cond_signal(&replies.wake);
+	pthread_mutex_unlock(&replies.lock);
+	if (!queued)
+		send_reply(&p); /* out of memory for the heap: late rather than lost */
+}
+
+static void *completer(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&replies.lock);
+	while (!replies.stop || replies.count > 0) {
+		struct pending p;
+
+		if (replies.count == 0) {
+			pthread_cond_wait(&replies.wake, &replies.lock);
+			continue;
+		}
+		if (!replies.stop && replies.heap[0].due_ns > mono_ns()) {
+			struct timespec ts = {.tv_sec = replies.heap[0].due_ns / 1000000000u,
+					      .tv_nsec = replies.heap[0].due_ns % 1000000000u};
+			pthread_cond_timedwait(&replies.wake, &replies.lock, &ts);
+			continue;
+		}
+		p = heap_pop();
+		pthread_mutex_unlock(&replies.lock);
+		send_reply(&p);
+		pthread_mutex_lock(&replies.lock);
+	}
+	pthread_mutex_unlock(&replies.lock);
+	return NULL;
 }
 
 static int in_device(off_t off, size_t size)
@@ -276,8 +398,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	}
 	if (size > emu.size - (uint64_t)off)
 		size = emu.size - (uint64_t)off;
-	model_wait(MODEL_READ, off, size);
-	fuse_reply_buf(req, emu.map + off, size);
+	reply_when_due(req, model_due(MODEL_READ, off, size), emu.map + off, size);
 }
 
 /* `overhead FIXED_US PER_KIB_US` sets the subtracted host cost; `model on|off`
@@ -330,8 +451,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	memcpy(emu.map + off, buf, size);
-	model_wait(MODEL_WRITE, off, size);
-	fuse_reply_write(req, size);
+	reply_when_due(req, model_due(MODEL_WRITE, off, size), NULL, size);
 }
 
 /* The modelled devices have power-loss-protected caches: a flush costs nothing. */
@@ -434,6 +554,8 @@ static int serve(const char *backing, const char *mountpoint, const struct model
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	struct fuse_session *se;
 	struct fuse_loop_config *cfg;
+	pthread_condattr_t cond_attr;
+	pthread_t completer_thread;
 	struct stat st;
 	int ret = 1;
 
@@ -456,6 +578,9 @@ static int serve(const char *backing, const char *mountpoint, const struct model
 		return 1;
 	}
 	model_init(&emu.model, p);
+	pthread_condattr_init(&cond_attr);
+	pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&replies.wake, &cond_attr);
 	prctl(PR_SET_TIMERSLACK, 1UL);
 	emu.timer_overshoot_ns = measure_timer_overshoot();
 	emu.started_ns = mono_ns();
@@ -473,7 +598,18 @@ static int serve(const char *backing, const char *mountpoint, const struct model
 	fuse_loop_cfg_set_idle_threads(cfg, 64);
 	fprintf(stderr, "tierlab-emu: serving %s (%" PRIu64 " bytes) at %s/device with model %s; timer overshoot %.1f us\n",
 		backing, emu.size, mountpoint, p->name, emu.timer_overshoot_ns / 1000.0);
+	if (pthread_create(&completer_thread, NULL, completer, NULL) != 0) {
+		fprintf(stderr, "tierlab-emu: cannot start the reply thread\n");
+		fuse_loop_cfg_destroy(cfg);
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
 	ret = fuse_session_loop_mt(se, cfg);
+	pthread_mutex_lock(&replies.lock);
+	replies.stop = 1;
+	pthread_cond_signal(&replies.wake);
+	pthread_mutex_unlock(&replies.lock);
+	pthread_join(completer_thread, NULL);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_session_unmount(se);
 out_signals:

@@ -98,6 +98,10 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
     if entry:
         if not _is_ours(entry):
             raise HostError(_exited(entry))
+        if os.readlink(f"/proc/{entry['pid']}/exe").endswith(" (deleted)"):
+            # a rebuild replaced the binary: the running emulator has the old model
+            raise HostError(_failed(entry, "runs an older build of tierlab-emu than the one just built; "
+                                           "its tier must be brought up again to use the new one"))
         return mountpoint / "device", False
     log = mountpoint.with_suffix(".log")
     with open(log, "ab") as out:
