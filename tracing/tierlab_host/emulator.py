@@ -121,7 +121,7 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
             raise HostError(f"tier {spec['name']}: the emulator did not mount {mountpoint} within {MOUNT_TIMEOUT_S} s; "
                             f"see {log}")
         time.sleep(0.05)
-    changes.append(f"started the {Path(spec['profile_file']).stem} emulator of tier {spec['name']} (pid {proc.pid})")
+    changes.append(f"started the emulator of tier {spec['name']} (pid {proc.pid})")
     return mountpoint / "device", True
 
 
