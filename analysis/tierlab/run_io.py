@@ -34,6 +34,7 @@ class Run:
     requests: pd.DataFrame
     trace_counts: pd.DataFrame
     counters: pd.DataFrame
+    device_model: pd.DataFrame
     tiers: list[dict]
 
 
@@ -87,18 +88,33 @@ def read_requests(run_dir: Path, rows: pd.DataFrame, tolerate_errors: bool = Fal
     return requests, pd.DataFrame(counts)
 
 
-def read_counters(run_dir: Path) -> pd.DataFrame:
-    rows = []
+def _counter_files(run_dir: Path):
     for path in sorted((run_dir / "raw" / "counters").glob("*.json")):
         query, attempt = path.stem.rsplit("_try", 1)
-        delta = json.loads(path.read_text())["delta"]
-        if delta is not None:
-            rows.append({"query": query, "try": int(attempt), **delta})
-    return pd.DataFrame(rows)
+        yield query, int(attempt), json.loads(path.read_text())
+
+
+def read_counters(run_dir: Path) -> pd.DataFrame:
+    """InnoDB's counter deltas per query try."""
+    return pd.DataFrame([{"query": query, "try": attempt, **counters["delta"]}
+                         for query, attempt, counters in _counter_files(run_dir) if counters["delta"] is not None])
+
+
+def read_device_model(run_dir: Path) -> pd.DataFrame:
+    """Per query try and modelled tier, the requests the emulator's device model counted per class."""
+    rows = [{"query": query, "try": attempt, "tier": tier, **{f"model_{key}": value for key, value in counts.items()}}
+            for query, attempt, counters in _counter_files(run_dir)
+            for tier, counts in counters.get("device_model", {}).items()]
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        reads = frame["model_read_sequential_requests"] + frame["model_read_random_requests"]
+        frame["model_sequential_read_pct"] = np.where(reads > 0, 100.0 * frame["model_read_sequential_requests"]
+                                                      / reads.where(reads > 0, 1), np.nan)
+    return frame
 
 
 def load_run(path: str | Path, tolerate_errors: bool = False, progress=None) -> Run:
-    """The run's frames, for notebooks: queries, requests (attributed), trace counts, counters."""
+    """The run's frames, for notebooks: queries, requests (attributed), trace counts, counters, device model counts."""
     run_dir = Path(path)
     study = _read_json(run_dir / "config" / "study.json")
     tiers = _read_json(run_dir / "raw" / "tiers.json") if (run_dir / "raw" / "tiers.json").exists() else []
@@ -107,7 +123,8 @@ def load_run(path: str | Path, tolerate_errors: bool = False, progress=None) -> 
     if not requests.empty:
         extents = extent_table(_read_json(run_dir / "raw" / "extents.json")["files"])
         requests = attribute(requests, extents, {t["device"]: t["name"] for t in tiers})
-    return Run(run_dir, study, rows.drop(columns=["trace_files"]), requests, trace_counts, read_counters(run_dir), tiers)
+    return Run(run_dir, study, rows.drop(columns=["trace_files"]), requests, trace_counts, read_counters(run_dir),
+               read_device_model(run_dir), tiers)
 
 
 def _engine_cross_check(counters: pd.DataFrame) -> pd.DataFrame:
@@ -124,6 +141,13 @@ def _engine_cross_check(counters: pd.DataFrame) -> pd.DataFrame:
         "engine_pages_read": pages, "engine_read_ahead_pages": ahead, "engine_random_page_misses": pages - ahead,
         "engine_sequential_pct": np.where(pages > 0, 100.0 * ahead / pages.where(pages > 0, 1), np.nan),
     })
+
+
+def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -> pd.DataFrame:
+    """Beside each query x tier's block-level figures, what the emulator's device model counted there."""
+    if tier_metrics.empty or device_model.empty:
+        return tier_metrics
+    return tier_metrics.merge(device_model, on=["query", "try", "tier"], how="left")
 
 
 def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
@@ -167,7 +191,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "queries": queries[QUERY_COLUMNS],
         "requests": requests,
         "query_metrics": query_metrics,
-        "tier_metrics": pd.DataFrame(rows["tier"]),
+        "tier_metrics": _with_device_model(pd.DataFrame(rows["tier"]), run.device_model),
         "table_metrics": pd.DataFrame(rows["table"]),
         "size_histogram": pd.DataFrame(rows["size"]),
         "trace_counts": run.trace_counts,

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import tierlab
@@ -32,6 +33,17 @@ def test_q3_under_c_o_reads_customer_and_orders_on_the_fast_device_and_lineitem_
     assert {"customer", "orders"} <= fast_objects <= {"customer", "orders", "other"}
     assert "lineitem" in capacity_objects
     assert not {"customer", "orders"} & capacity_objects
+
+
+def test_q3_under_c_o_has_the_device_model_s_counts_beside_the_trace_s(layout_runs):
+    tiers = pd.read_csv(layout_runs["C+O"]["dir"] / "tables" / "tier_metrics.csv").set_index(["query", "tier"])
+    nand, optane = tiers.loc[("q03", "nand")], tiers.loc[("q03", "optane")]
+    # the emulator counts from just before the trace starts to just after it stops
+    for tier in (nand, optane):
+        modelled = tier["model_read_random_requests"] + tier["model_read_sequential_requests"]
+        assert tier["read_requests"] <= modelled <= 1.05 * tier["read_requests"]
+    assert nand["model_read_random_requests"] > nand["model_read_sequential_requests"]
+    assert optane["model_read_sequential_requests"] == 0  # optane has no read-ahead buffer to hit
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))

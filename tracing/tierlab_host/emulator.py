@@ -57,15 +57,17 @@ def _exited(entry: dict) -> str:
     return _failed(entry, "has exited, so the tier's device no longer answers")
 
 
-def _answers(entry: dict) -> bool:
+def _answer(entry: dict) -> dict | None:
+    """The emulator's stats, or None when it does not answer in time."""
     # a reader the emulator never answers may not die even when killed, so it is not waited for
     reader = subprocess.Popen(["cat", str(Path(entry["mountpoint"]) / "stats")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        return reader.wait(timeout=ANSWER_TIMEOUT_S) == 0
+        out, _ = reader.communicate(timeout=ANSWER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         reader.kill()
-        return False
+        return None
+    return json.loads(out) if reader.returncode == 0 else None
 
 
 def _abort(entry: dict) -> None:
@@ -82,7 +84,7 @@ def _abort(entry: dict) -> None:
 def abort_hung() -> None:
     """Abort the connections of recorded emulators that are alive but do not answer (teardown's first step)."""
     for entry in record.entries("emulator"):
-        if _is_ours(entry) and not _answers(entry):
+        if _is_ours(entry) and _answer(entry) is None:
             _abort(entry)
 
 
@@ -178,15 +180,31 @@ def stats(mountpoint: str) -> dict:
     return json.loads((Path(mountpoint) / "stats").read_text())
 
 
-def require_running() -> None:
-    """Raise, naming the tier and the emulator's last words, if a recorded emulator has exited or hangs."""
+def require_running() -> dict[str, dict]:
+    """Each recorded emulator's stats, by tier; raises, naming the tier and the emulator's
+    last words, if one has exited or hangs."""
+    live = {}
     for entry in record.entries("emulator"):
         if not _is_ours(entry):
             raise HostError(_exited(entry))
-        if not _answers(entry):
+        answer = _answer(entry)
+        if answer is None:
             _abort(entry)
             raise HostError(_failed(entry, f"did not answer within {ANSWER_TIMEOUT_S} s; its FUSE connection was "
                                            "aborted, so the tier's requests fail instead of waiting"))
+        live[entry["tier"]] = answer
+    return live
+
+
+def counter_delta(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict]:
+    """What each tier's emulator counted between two require_running() answers: requests per class, and more."""
+    delta = {}
+    for tier in sorted(after.keys() & before.keys()):
+        now, then = after[tier], before[tier]
+        counts = {f"{cls}_requests": now["classes"][cls]["requests"] - then["classes"][cls]["requests"]
+                  for cls in now["classes"]}
+        delta[tier] = {**counts, **{key: now[key] - then[key] for key in ("interfered_reads", "late")}}
+    return delta
 
 
 def stop_recorded(entry: dict) -> None:

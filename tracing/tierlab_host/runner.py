@@ -165,6 +165,7 @@ def run_queries(spec: dict) -> dict:
                 elif not mysqld.ping(spec["client_file"]):
                     _start(spec)
                 before = mysqld.status_counters(spec["client_file"], COUNTERS)
+                emulators_before = emulator.require_running()
                 started_at = _now()
                 if backend:
                     backend.start(label, raw / "traces")
@@ -173,7 +174,7 @@ def run_queries(spec: dict) -> dict:
                 row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                        "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
                 try:
-                    emulator.require_running()
+                    emulators_after = emulator.require_running()
                 except HostError as exc:
                     # the try is kept as an error row, then the run stops: its tier no longer answers
                     _append(rows_file, {**row, "status": "error", "error": str(exc)})
@@ -187,7 +188,8 @@ def run_queries(spec: dict) -> dict:
                     crashed = "server was not running after the query"
                     row.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
                     _start(spec)
-                counters = {"before": before, "after": after, "delta": deltas}
+                counters = {"before": before, "after": after, "delta": deltas,
+                            "device_model": emulator.counter_delta(emulators_before, emulators_after)}
                 (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
                 failed_tries += row["status"] != "ok"
                 _append(rows_file, row)
