@@ -38,9 +38,6 @@ def down() -> dict:
             path = Path(entry["path"])
             if path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
-        elif kind == "debugfs":
-            if mounted(entry["path"]):
-                run(["umount", entry["path"]])
         record.remove(entry)
         removed.append(entry)
     return {"changed": bool(removed), "removed": removed}

@@ -32,7 +32,7 @@ def _tracefs() -> Path:
             return candidate
     if not os.path.ismount(DEBUGFS):
         run(["mount", "-t", "debugfs", "none", str(DEBUGFS)])
-        record.add("debugfs", path=str(DEBUGFS))
+        record.add("mount", path=str(DEBUGFS))
     for candidate in TRACEFS_CANDIDATES:
         if (candidate / "instances").is_dir():
             return candidate
