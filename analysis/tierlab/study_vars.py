@@ -194,6 +194,8 @@ def buffer_pool_bytes(buffer_pool: dict, scale_factor: float, page_size_bytes: i
 
 
 TIER_EMULATIONS = ("model", "throttle", "none")
+# the emulator accepts a dilation from 1 (modelled time as the model says) to this
+MAX_DILATION = 1000
 THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
 
 
@@ -247,3 +249,17 @@ def validate_tiers(tiers, default_emulation: str) -> list[dict]:
             f"given roles: {roles}"
         )
     return resolved
+
+
+def validate_dilation(value) -> str | float:
+    """`tiers_dilation`: `auto` (the least factor this host needs, chosen when the tiers come up) or a number."""
+    if str(value) == "auto":
+        return "auto"
+    allowed = f"auto, or a number from 1 to {MAX_DILATION} (modelled time stretched that many times on every tier)"
+    try:
+        dilation = float(value)
+    except (TypeError, ValueError):
+        raise _fail("tiers_dilation", value, allowed) from None
+    if not 1 <= dilation <= MAX_DILATION:
+        raise _fail("tiers_dilation", value, allowed)
+    return dilation

@@ -28,14 +28,38 @@ def run_check(root: Path, runtime_s: float) -> dict:
     return json.loads(done.stdout)
 
 
+def _target(job: dict) -> str:
+    target = job.get("target")
+    if not target:
+        return f"{'':>10} {'':>9}"
+    return f"{target['iops']:>10.0f} {target['p50_us']:>9.1f}"
+
+
 def format_check(result: dict) -> str:
-    lines = [f"checked at {result['checked_at']}, {result['runtime_s']:g} s per job over the first "
-             f"{result['span_bytes'] >> 20} MiB, read-only",
-             f"{'tier':<10} {'pattern':<10} {'block':>6} {'qd':>3} {'IOPS':>10} {'p50 us':>9} {'p90 us':>9} "
-             f"{'p99 us':>9} {'p99.9 us':>9}"]
+    dilation = result.get("dilation")
+    lines = [f"checked at {result['checked_at']}, {result['runtime_s']:g} s per job, read-only on each device (first "
+             f"{result['span_bytes'] >> 20} MiB) and through each file system (a {result['file_span_bytes'] >> 20} MiB "
+             "scratch file, removed after)"]
+    if dilation:
+        lines.append(f"modelled time dilated {dilation:g}x on every modelled tier: targets are the device model's "
+                     f"figures with latencies x{dilation:g} and IOPS /{dilation:g}")
+    lines.append(f"{'tier':<10} {'medium':<7} {'pattern':<9} {'block':>6} {'qd':>3} {'IOPS':>10} {'p50 us':>9} "
+                 f"{'p99 us':>9} {'target IOPS':>11} {'p50 us':>9} {'late':>6}")
     for tier in result["tiers"]:
         for job in tier["jobs"]:
             lat = job["lat_us"]
-            lines.append(f"{tier['name']:<10} {job['rw']:<10} {job['block_bytes'] // 1024:>5}K {job['iodepth']:>3} "
-                         f"{job['iops']:>10.0f} {lat['p50']:>9.1f} {lat['p90']:>9.1f} {lat['p99']:>9.1f} {lat['p99.9']:>9.1f}")
+            late = f"{job['late_share']:>6.1%}" if "late_share" in job else f"{'':>6}"
+            lines.append(f"{tier['name']:<10} {job['medium']:<7} {job['rw']:<9} {job['block_bytes'] // 1024:>5}K "
+                         f"{job['iodepth']:>3} {job['iops']:>10.0f} {lat['p50']:>9.1f} {lat['p99']:>9.1f} "
+                         f" {_target(job)} {late}")
+    if result["contrasts"]:
+        lines += ["", f"{'contrast':<56} {'medium':<7} {'model':>7} {'measured':>9} {'off':>6}  verdict"]
+        for c in result["contrasts"]:
+            lines.append(f"{c['name']:<56} {c['medium']:<7} {c['target']:>7.2f} {c['measured']:>9.2f} "
+                         f"{c['off']:>+6.0%}  {c['verdict']}")
+    fidelity = result["fidelity"]
+    if fidelity["tiers"]:
+        per_tier = ", ".join(f"{name} {verdict}" for name, verdict in fidelity["tiers"].items())
+        lines += ["", f"fidelity: {fidelity['verdict']} ({per_tier})"]
+        lines += [f"  {reason}" for reason in fidelity["reasons"]]
     return "\n".join(lines)

@@ -5,7 +5,9 @@
  * request to it waits until the device model says the modelled device would
  * have completed it. Two more files: `stats` (JSON counters) and `control`
  * (calibration commands). `--simulate` runs the model alone on requests read
- * from standard input, for tests. */
+ * from standard input, for tests; `--job` runs it alone under a closed loop
+ * of a fixed queue depth, as fio would drive the device, for the self-check's
+ * targets. */
 #define FUSE_USE_VERSION 312
 #define _GNU_SOURCE
 
@@ -14,6 +16,7 @@
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +47,15 @@ struct emulator {
 	pthread_mutex_t lock; /* guards everything below */
 	struct model model;
 	int model_enabled;
+	double dilation;              /* modelled time runs this many times slower than the model's */
+	uint64_t epoch_ns;            /* when the model's clock started */
 	uint64_t overhead_fixed_ns;   /* the host's own cost of one request ... */
 	uint64_t overhead_per_kib_ns; /* ... and per KiB, measured and subtracted */
-	uint64_t timer_overshoot_ns;  /* how late a timed sleep wakes, measured at start */
+	/* what a reply still misses its modelled time by, measured at a short and a
+	 * long modelled latency (a long wait lets the host's CPUs halt, and waking
+	 * them costs more): interpolated by latency and added to the host's cost */
+	double miss_short_at_ns, miss_short_ns, miss_long_at_ns, miss_long_ns;
+	uint64_t timer_overshoot_ns;  /* how late a timed sleep wakes, measured at start: the reply thread polls that long */
 	struct class_stats classes[CLASS_COUNT];
 	uint64_t interfered_reads;
 	uint64_t late;                /* replies that could not wait: the host was slower than the model */
@@ -55,7 +64,7 @@ struct emulator {
 	uint64_t started_ns;
 };
 
-static struct emulator emu = {.lock = PTHREAD_MUTEX_INITIALIZER, .model_enabled = 1};
+static struct emulator emu = {.lock = PTHREAD_MUTEX_INITIALIZER, .model_enabled = 1, .dilation = 1.0};
 
 static uint64_t mono_ns(void)
 {
@@ -73,15 +82,17 @@ static void sleep_until(uint64_t due_ns)
 		;
 }
 
-/* The median lateness of short timed sleeps; waits end that much early. */
+/* The median lateness of timed sleeps long enough for an idle CPU to halt
+ * (a halted vCPU is woken late by its timer); the reply thread polls for that
+ * long before a reply is due instead of sleeping through it. */
 static uint64_t measure_timer_overshoot(void)
 {
-	enum { ROUNDS = 201 };
+	enum { ROUNDS = 101, SLEEP_NS = 500000 };
 	uint64_t late[ROUNDS], key;
 	int i, j;
 
 	for (i = 0; i < ROUNDS; i++) {
-		uint64_t due = mono_ns() + 20000;
+		uint64_t due = mono_ns() + SLEEP_NS;
 		sleep_until(due);
 		late[i] = mono_ns() - due;
 	}
@@ -200,25 +211,43 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-/* Decide the request's completion; returns when to reply (0: at once), less the host's own cost. */
+/* The host's own cost of a request of this modelled latency and size. */
+static uint64_t host_cost_ns(uint64_t latency_ns, size_t size)
+{
+	double share = 0, miss, cost;
+
+	if (emu.miss_long_at_ns > emu.miss_short_at_ns)
+		share = ((double)latency_ns - emu.miss_short_at_ns) / (emu.miss_long_at_ns - emu.miss_short_at_ns);
+	share = share < 0 ? 0 : share > 1 ? 1 : share;
+	miss = emu.miss_short_ns + share * (emu.miss_long_ns - emu.miss_short_ns);
+	cost = (double)emu.overhead_fixed_ns + (double)(emu.overhead_per_kib_ns * size / 1024) + miss;
+	return cost > 0 ? (uint64_t)cost : 0;
+}
+
+/* Decide the request's completion; returns when to reply (0: at once), less the host's own cost.
+ * The model runs on its own clock, the host's divided by the dilation, so that
+ * every latency, queue and buffer of the model stretches alike and each ratio
+ * between them holds. */
 static uint64_t model_due(enum model_op op, off_t off, size_t size)
 {
 	struct model_decision d;
-	uint64_t now = mono_ns(), due, overhead;
+	uint64_t now = mono_ns(), model_now, done, due, overhead;
 
 	pthread_mutex_lock(&emu.lock);
 	if (!emu.model_enabled) {
 		pthread_mutex_unlock(&emu.lock);
 		return 0;
 	}
-	model_submit(&emu.model, now, op, (uint64_t)off, size, &d);
+	model_now = (uint64_t)((double)(now - emu.epoch_ns) / emu.dilation);
+	model_submit(&emu.model, model_now, op, (uint64_t)off, size, &d);
 	emu.classes[d.cls].count++;
 	emu.classes[d.cls].bytes += size;
-	emu.classes[d.cls].modelled_ns += d.done_ns - now;
+	emu.classes[d.cls].modelled_ns += d.done_ns - model_now;
 	emu.interfered_reads += (uint64_t)d.interfered;
-	overhead = emu.overhead_fixed_ns + emu.overhead_per_kib_ns * size / 1024 + emu.timer_overshoot_ns;
-	due = d.done_ns > now + overhead ? d.done_ns - overhead : 0;
-	if (due == 0 && d.done_ns > now)
+	done = emu.epoch_ns + (uint64_t)((double)d.done_ns * emu.dilation);
+	overhead = host_cost_ns(done - now, size);
+	due = done > now + overhead ? done - overhead : 0;
+	if (due == 0 && done > now)
 		emu.late++;
 	pthread_mutex_unlock(&emu.lock);
 	return due;
@@ -317,21 +346,35 @@ static void reply_when_due(fuse_req_t req, uint64_t due_ns, const char *data, si
 		send_reply(&p); /* out of memory for the heap: late rather than lost */
 }
 
+/* Sleeps until shortly before the next reply is due, then polls (yielding the
+ * CPU to anything runnable) so that the reply leaves on time even when the
+ * sleep let the CPU halt. */
 static void *completer(void *arg)
 {
+	uint64_t poll_ns = emu.timer_overshoot_ns + 5000;
+
 	(void)arg;
 	pthread_mutex_lock(&replies.lock);
 	while (!replies.stop || replies.count > 0) {
 		struct pending p;
+		uint64_t due, now;
 
 		if (replies.count == 0) {
 			pthread_cond_wait(&replies.wake, &replies.lock);
 			continue;
 		}
-		if (!replies.stop && replies.heap[0].due_ns > mono_ns()) {
-			struct timespec ts = {.tv_sec = replies.heap[0].due_ns / 1000000000u,
-					      .tv_nsec = replies.heap[0].due_ns % 1000000000u};
+		due = replies.heap[0].due_ns;
+		now = mono_ns();
+		if (!replies.stop && due > now + poll_ns) {
+			struct timespec ts = {.tv_sec = (due - poll_ns) / 1000000000u,
+					      .tv_nsec = (due - poll_ns) % 1000000000u};
 			pthread_cond_timedwait(&replies.wake, &replies.lock, &ts);
+			continue;
+		}
+		if (!replies.stop && due > now) {
+			pthread_mutex_unlock(&replies.lock);
+			sched_yield();
+			pthread_mutex_lock(&replies.lock);
 			continue;
 		}
 		p = heap_pop();
@@ -355,12 +398,15 @@ static int stats_json(char *buf, size_t len)
 	pthread_mutex_lock(&emu.lock);
 	n = snprintf(buf, len,
 		     "{\"model\": \"%s\", \"profile\": \"%s\", \"device_bytes\": %" PRIu64
-		     ", \"model_enabled\": %s, \"overhead_fixed_us\": %.3f, \"overhead_per_kib_us\": %.4f"
+		     ", \"model_enabled\": %s, \"dilation\": %.3f, \"overhead_fixed_us\": %.3f, \"overhead_per_kib_us\": %.4f"
+		     ", \"miss_us\": [[%.1f, %.3f], [%.1f, %.3f]]"
 		     ", \"timer_overshoot_us\": %.3f, \"uptime_s\": %.3f, \"late\": %" PRIu64
 		     ", \"interfered_reads\": %" PRIu64 ", \"flushes\": %" PRIu64 ", \"discards\": %" PRIu64
 		     ", \"classes\": {",
-		     emu.model.p.name, emu.profile_path, emu.size, emu.model_enabled ? "true" : "false",
+		     emu.model.p.name, emu.profile_path, emu.size, emu.model_enabled ? "true" : "false", emu.dilation,
 		     emu.overhead_fixed_ns / 1000.0, emu.overhead_per_kib_ns / 1000.0,
+		     emu.miss_short_at_ns / 1000.0, emu.miss_short_ns / 1000.0, emu.miss_long_at_ns / 1000.0,
+		     emu.miss_long_ns / 1000.0,
 		     emu.timer_overshoot_ns / 1000.0, (mono_ns() - emu.started_ns) / 1e9, emu.late,
 		     emu.interfered_reads, emu.flushes, emu.discards);
 	for (c = 0; c < CLASS_COUNT && n < (int)len; c++)
@@ -401,12 +447,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	reply_when_due(req, model_due(MODEL_READ, off, size), emu.map + off, size);
 }
 
-/* `overhead FIXED_US PER_KIB_US` sets the subtracted host cost; `model on|off`
- * switches the model (off while calibrating). */
+/* `overhead FIXED_US PER_KIB_US` sets the subtracted host cost; `miss SHORT_AT_US
+ * SHORT_US LONG_AT_US LONG_US` what replies still miss by at two modelled
+ * latencies (added to that cost); `model on|off` switches the model (off
+ * while calibrating); `dilation K` stretches modelled
+ * time K times (1 <= K <= 1000) and starts the model afresh on its new clock. */
 static int control(const char *buf, size_t size)
 {
 	char line[128], word[16];
-	double fixed_us, per_kib_us;
+	double fixed_us, per_kib_us, dilation, short_at_us, short_us, long_at_us, long_us;
+	struct model_params params;
 
 	if (size >= sizeof(line))
 		return EINVAL;
@@ -419,9 +469,28 @@ static int control(const char *buf, size_t size)
 		pthread_mutex_unlock(&emu.lock);
 		return 0;
 	}
+	if (sscanf(line, "miss %lf %lf %lf %lf", &short_at_us, &short_us, &long_at_us, &long_us) == 4 &&
+	    short_at_us >= 0 && long_at_us >= short_at_us) {
+		pthread_mutex_lock(&emu.lock);
+		emu.miss_short_at_ns = short_at_us * 1000.0;
+		emu.miss_short_ns = short_us * 1000.0;
+		emu.miss_long_at_ns = long_at_us * 1000.0;
+		emu.miss_long_ns = long_us * 1000.0;
+		pthread_mutex_unlock(&emu.lock);
+		return 0;
+	}
 	if (sscanf(line, "model %15s", word) == 1 && (strcmp(word, "on") == 0 || strcmp(word, "off") == 0)) {
 		pthread_mutex_lock(&emu.lock);
 		emu.model_enabled = strcmp(word, "on") == 0;
+		pthread_mutex_unlock(&emu.lock);
+		return 0;
+	}
+	if (sscanf(line, "dilation %lf", &dilation) == 1 && dilation >= 1.0 && dilation <= 1000.0) {
+		pthread_mutex_lock(&emu.lock);
+		emu.dilation = dilation;
+		emu.epoch_ns = mono_ns();
+		params = emu.model.p;
+		model_init(&emu.model, &params);
 		pthread_mutex_unlock(&emu.lock);
 		return 0;
 	}
@@ -542,10 +611,96 @@ static int simulate(const struct model_params *p)
 	return 0;
 }
 
+/* The model alone under a closed loop: `iodepth` requests always outstanding,
+ * each one issued when one completes, as fio drives a device. Prints the
+ * IOPS and latency percentiles the modelled device would give. */
+enum { JOB_REQUESTS = 20000, JOB_SPAN_BYTES = 1 << 30 };
+
+static int compare_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double percentile_us(const uint64_t *sorted, size_t n, double pct)
+{
+	size_t i = (size_t)(pct / 100.0 * (double)(n - 1) + 0.5);
+
+	return sorted[i] / 1000.0;
+}
+
+static int job(const struct model_params *p, const char *rw, uint64_t block_bytes, unsigned iodepth)
+{
+	struct model m;
+	struct model_decision d;
+	uint64_t *latency_ns, done_ns[256], issued_ns[256], next_offset = 0, random_state = 88172645463325252ull;
+	uint64_t blocks = JOB_SPAN_BYTES / block_bytes, now = 0;
+	int sequential = strcmp(rw, "read") == 0 || strcmp(rw, "write") == 0;
+	enum model_op op = strcmp(rw, "read") == 0 || strcmp(rw, "randread") == 0 ? MODEL_READ : MODEL_WRITE;
+	size_t issued = 0, completed = 0;
+	unsigned slot, i;
+
+	if (!sequential && strcmp(rw, "randread") != 0 && strcmp(rw, "randwrite") != 0) {
+		fprintf(stderr, "tierlab-emu: --job RW must be read, randread, write or randwrite, got %s\n", rw);
+		return 2;
+	}
+	if (block_bytes == 0 || block_bytes % 512 != 0 || block_bytes > JOB_SPAN_BYTES / 2 || iodepth < 1 ||
+	    iodepth > 256) {
+		fprintf(stderr, "tierlab-emu: --job needs a block size that is a multiple of 512 up to 512 MiB "
+				"and a queue depth of 1 to 256\n");
+		return 2;
+	}
+	latency_ns = malloc(JOB_REQUESTS * sizeof(*latency_ns));
+	if (!latency_ns)
+		return 1;
+	for (i = 0; i < iodepth; i++)
+		done_ns[i] = UINT64_MAX;
+	model_init(&m, p);
+	while (completed < JOB_REQUESTS) {
+		/* keep the queue full at `now`, then move on to the earliest completion */
+		for (slot = 0; slot < iodepth && issued < JOB_REQUESTS; slot++) {
+			uint64_t offset;
+
+			if (done_ns[slot] != UINT64_MAX)
+				continue;
+			if (sequential) {
+				offset = next_offset;
+				next_offset = (next_offset + block_bytes) % (blocks * block_bytes);
+			} else {
+				random_state ^= random_state << 13;
+				random_state ^= random_state >> 7;
+				random_state ^= random_state << 17;
+				offset = random_state % blocks * block_bytes;
+			}
+			model_submit(&m, now, op, offset, block_bytes, &d);
+			done_ns[slot] = d.done_ns;
+			issued_ns[slot] = now;
+			issued++;
+		}
+		slot = 0;
+		for (i = 1; i < iodepth; i++)
+			if (done_ns[i] < done_ns[slot])
+				slot = i;
+		now = done_ns[slot];
+		latency_ns[completed++] = done_ns[slot] - issued_ns[slot];
+		done_ns[slot] = UINT64_MAX;
+	}
+	qsort(latency_ns, completed, sizeof(*latency_ns), compare_u64);
+	printf("{\"model\": \"%s\", \"rw\": \"%s\", \"block_bytes\": %" PRIu64 ", \"iodepth\": %u, \"requests\": %zu"
+	       ", \"iops\": %.1f, \"lat_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"p99.9\": %.2f}}\n",
+	       p->name, rw, block_bytes, iodepth, completed, now ? completed * 1e9 / (double)now : 0.0,
+	       percentile_us(latency_ns, completed, 50), percentile_us(latency_ns, completed, 90),
+	       percentile_us(latency_ns, completed, 99), percentile_us(latency_ns, completed, 99.9));
+	free(latency_ns);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: tierlab-emu --profile FILE --backing FILE MOUNTPOINT\n"
-			"       tierlab-emu --profile FILE --simulate < requests\n");
+			"       tierlab-emu --profile FILE --simulate < requests\n"
+			"       tierlab-emu --profile FILE --job read|randread|write|randwrite BLOCK_BYTES IODEPTH\n");
 }
 
 static int serve(const char *backing, const char *mountpoint, const struct model_params *p)
@@ -578,6 +733,7 @@ static int serve(const char *backing, const char *mountpoint, const struct model
 		return 1;
 	}
 	model_init(&emu.model, p);
+	emu.epoch_ns = mono_ns();
 	pthread_condattr_init(&cond_attr);
 	pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&replies.wake, &cond_attr);
@@ -622,8 +778,9 @@ out_session:
 
 int main(int argc, char **argv)
 {
-	const char *profile = NULL, *backing = NULL, *mountpoint = NULL;
-	int simulate_mode = 0, i;
+	const char *profile = NULL, *backing = NULL, *mountpoint = NULL, *job_rw = NULL;
+	unsigned long long job_block_bytes = 0, job_iodepth = 0;
+	int simulate_mode = 0, alone, i;
 	struct model_params p;
 	char err[512];
 
@@ -634,14 +791,19 @@ int main(int argc, char **argv)
 			backing = argv[++i];
 		else if (strcmp(argv[i], "--simulate") == 0)
 			simulate_mode = 1;
-		else if (argv[i][0] != '-' && !mountpoint)
+		else if (strcmp(argv[i], "--job") == 0 && i + 3 < argc) {
+			job_rw = argv[++i];
+			job_block_bytes = strtoull(argv[++i], NULL, 10);
+			job_iodepth = strtoull(argv[++i], NULL, 10);
+		} else if (argv[i][0] != '-' && !mountpoint)
 			mountpoint = argv[i];
 		else {
 			usage();
 			return 2;
 		}
 	}
-	if (!profile || (simulate_mode ? (backing || mountpoint) : (!backing || !mountpoint))) {
+	alone = simulate_mode || job_rw;
+	if (!profile || (simulate_mode && job_rw) || (alone ? (backing || mountpoint) : (!backing || !mountpoint))) {
 		usage();
 		return 2;
 	}
@@ -650,5 +812,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	emu.profile_path = profile;
+	if (job_rw)
+		return job(&p, job_rw, job_block_bytes, job_iodepth > 256 ? 0 : (unsigned)job_iodepth);
 	return simulate_mode ? simulate(&p) : serve(backing, mountpoint, &p);
 }

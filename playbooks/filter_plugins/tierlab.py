@@ -3,7 +3,7 @@
 from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import buffer_pool_bytes, parse_bytes, validate, validate_tiers
+from tierlab.study_vars import buffer_pool_bytes, parse_bytes, validate, validate_dilation, validate_tiers
 
 
 def tierlab_study(values, fast_tier_bytes=None):
@@ -16,6 +16,13 @@ def tierlab_study(values, fast_tier_bytes=None):
 def tierlab_tiers(tiers, default_emulation):
     try:
         return validate_tiers(list(tiers), default_emulation)
+    except StudyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def tierlab_dilation(value):
+    try:
+        return validate_dilation(value)
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 
@@ -36,6 +43,7 @@ class FilterModule:
         return {
             "tierlab_study": tierlab_study,
             "tierlab_tiers": tierlab_tiers,
+            "tierlab_dilation": tierlab_dilation,
             "tierlab_bytes": tierlab_bytes,
             "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
         }

@@ -11,10 +11,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def p50_us(check: dict, tier: str, rw: str, block_bytes: int, iodepth: int) -> float:
-    (tier_check,) = [t for t in check["tiers"] if t["name"] == tier]
-    (job,) = [j for j in tier_check["jobs"] if (j["rw"], j["block_bytes"], j["iodepth"]) == (rw, block_bytes, iodepth)]
-    return job["lat_us"]["p50"]
+MEDIA = ("device", "file")
+
+
+def contrast(check: dict, name: str, medium: str) -> dict:
+    (found,) = [c for c in check["contrasts"] if (c["name"], c["medium"]) == (name, medium)]
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +27,45 @@ def check(study):
     return json.loads(done.stdout)
 
 
-def test_nand_random_16k_reads_at_qd1_take_at_least_5x_its_sequential_ones(check):
-    random_us = p50_us(check, "nand", "randread", 16384, 1)
-    sequential_us = p50_us(check, "nand", "read", 16384, 1)
-    assert random_us >= 5 * sequential_us, (random_us, sequential_us)
+@pytest.mark.parametrize("medium", MEDIA)
+@pytest.mark.parametrize("block_kib", [4, 16])
+def test_nand_random_reads_at_qd1_take_at_least_5x_its_sequential_ones(check, medium, block_kib):
+    found = contrast(check, f"nand random/sequential read latency, {block_kib} KiB QD1", medium)
+    assert found["measured"] >= 5, found
 
 
-def test_optane_random_and_sequential_16k_reads_at_qd1_are_within_20_percent(check):
-    random_us = p50_us(check, "optane", "randread", 16384, 1)
-    sequential_us = p50_us(check, "optane", "read", 16384, 1)
-    assert abs(random_us - sequential_us) <= 0.2 * min(random_us, sequential_us), (random_us, sequential_us)
+@pytest.mark.parametrize("medium", MEDIA)
+@pytest.mark.parametrize("block_kib", [4, 16])
+def test_optane_random_and_sequential_reads_at_qd1_are_within_20_percent(check, medium, block_kib):
+    found = contrast(check, f"optane random/sequential read latency, {block_kib} KiB QD1", medium)
+    assert found["target"] == 1.0
+    assert abs(found["measured"] - 1) <= 0.2, found
+
+
+@pytest.mark.parametrize("medium", MEDIA)
+def test_nand_random_16k_reads_at_qd1_take_at_least_5x_optane_s(check, medium):
+    found = contrast(check, "nand/optane random read latency, 16 KiB QD1", medium)
+    assert found["measured"] >= 5, found
+
+
+@pytest.mark.parametrize("medium", MEDIA)
+@pytest.mark.parametrize("tier", ["optane", "nand"])
+def test_each_tier_s_iops_scale_from_qd1_to_qd32_within_20_percent_of_its_model(check, medium, tier):
+    found = contrast(check, f"{tier} QD32/QD1 random read IOPS, 16 KiB", medium)
+    assert abs(found["off"]) <= 0.2, found
+
+
+def test_no_contrast_the_study_rests_on_is_unfaithful(check):
+    assert [c for c in check["contrasts"] if c["verdict"] == "not faithful"] == []
+    assert len(check["contrasts"]) == 16
+
+
+def test_the_check_states_the_host_s_dilation_and_each_job_s_dilated_target(check):
+    assert check["dilation"] >= 1
+    (nand,) = [t for t in check["tiers"] if t["name"] == "nand"]
+    (job,) = [j for j in nand["jobs"] if (j["medium"], j["rw"], j["block_bytes"], j["iodepth"]) == ("device", "randread", 4096, 1)]
+    assert job["target"]["model_p50_us"] == 89.97
+    assert job["target"]["p50_us"] == round(89.97 * check["dilation"], 2)
 
 
 def test_the_check_reports_each_tier_s_emulator_counters(check):

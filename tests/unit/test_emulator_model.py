@@ -1,5 +1,6 @@
 """The device model's decisions, on synthetic request sequences (tierlab-emu --simulate)."""
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -146,3 +147,33 @@ def test_a_read_that_meets_an_in_flight_write_is_slowed(binary):
 def test_passthrough_adds_nothing(binary):
     rows = simulate(binary, PROFILES / "passthrough.toml", [(0, "r", 0, 4 * KIB), (0, "w", 0, 1 << 20)])
     assert latencies(rows) == [0.0, 0.0]
+
+
+def job(binary: Path, profile: str, rw: str, block_bytes: int, iodepth: int) -> dict:
+    done = subprocess.run([str(binary), "--profile", str(PROFILES / f"{profile}.toml"), "--job", rw, str(block_bytes),
+                           str(iodepth)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_a_closed_loop_job_at_qd1_gives_each_request_s_modelled_latency(binary):
+    done = job(binary, "nand", "randread", 16 * KIB, 1)
+    assert done["lat_us"]["p50"] == 94.06  # 88.6 + 16384 / 3000
+    assert done["iops"] == pytest.approx(1e6 / 94.06, rel=1e-3)
+
+
+def test_a_closed_loop_sequential_job_reads_from_the_read_ahead_buffer(binary):
+    assert job(binary, "nand", "read", 16 * KIB, 1)["lat_us"]["p50"] == 14.06  # 8.6 + 16384 / 3000
+
+
+def test_a_closed_loop_job_at_depth_is_capped_by_the_channels_or_the_bandwidth(binary):
+    # optane: 4 channels of 14.95 us would give 267k IOPS; 2500 MB/s caps 16 KiB reads at 152.6k
+    assert job(binary, "optane", "randread", 16 * KIB, 32)["iops"] == pytest.approx(2500e6 / 16384, rel=1e-3)
+    # nand at 4 KiB: 32 channels of 89.97 us, below the bandwidth
+    assert job(binary, "nand", "randread", 4 * KIB, 32)["iops"] == pytest.approx(32 / 89.97e-6, rel=1e-3)
+
+
+def test_a_job_with_an_unknown_pattern_is_refused(binary):
+    done = subprocess.run([str(binary), "--profile", str(PROFILES / "nand.toml"), "--job", "trim", "4096", "1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr == "tierlab-emu: --job RW must be read, randread, write or randwrite, got trim\n"

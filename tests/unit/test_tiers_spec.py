@@ -2,7 +2,7 @@ import pytest
 
 from tierlab.device_profile import PROFILES_DIR
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import validate_tiers
+from tierlab.study_vars import validate_dilation, validate_tiers
 
 OPTANE = {"name": "optane", "role": "fast", "size": "6G", "read_ahead_kb": 128, "profile": "optane", "throttle": {}}
 NAND = {"name": "nand", "role": "capacity", "size": "16G", "profile": "nand", "throttle": {"read_iops": 2000}}
@@ -76,3 +76,15 @@ def test_an_emulated_tier_needs_a_size():
 def test_tier_names_are_unique():
     with pytest.raises(StudyInputError, match="named twice"):
         validate_tiers([OPTANE, {**NAND, "name": "optane"}], "model")
+
+
+def test_the_dilation_is_auto_or_a_number_from_1_to_1000():
+    assert (validate_dilation("auto"), validate_dilation("8"), validate_dilation(2.5)) == ("auto", 8.0, 2.5)
+
+
+@pytest.mark.parametrize("given", ["0.5", "fast", "1001"])
+def test_a_dilation_outside_its_range_names_what_is_allowed(given):
+    with pytest.raises(StudyInputError) as err:
+        validate_dilation(given)
+    assert str(err.value) == (f"tiers_dilation={given!r} is not allowed; allowed: auto, or a number from 1 to 1000 "
+                              "(modelled time stretched that many times on every tier)")

@@ -7,6 +7,7 @@ names its own mount point.
 """
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -24,6 +25,12 @@ STOP_TIMEOUT_S = 20
 HALT_POLL_KNOB = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 HALT_POLL_NS = 200_000
 CALIBRATION_SPAN_BYTES = 256 << 20
+CALIBRATION_RUNS, CALIBRATION_RUN_S = 5, 0.4
+# the dilation keeps every model this much above the host's own cost and within its throughput
+DILATION_MARGIN = 2.0
+# the host's throughput is measured, and each model's peak taken, at the self-check's deepest job
+THROUGHPUT_BLOCK_BYTES = 16384
+THROUGHPUT_IODEPTH = 32
 # an emulator that does not answer a read of its stats file within this long is hung
 ANSWER_TIMEOUT_S = 10
 # the FUSE control file system, where a hung connection is aborted
@@ -127,43 +134,96 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
     return mountpoint / "device", True
 
 
-def calibrate(spec: dict, block_device: str) -> dict:
-    """Measure the host's own cost per request and have the emulator subtract it.
+def model_job(spec: dict, rw: str, block_bytes: int, iodepth: int) -> dict:
+    """What the tier's device model alone gives for one fio-like job (IOPS, latency percentiles), undilated."""
+    cmd = [spec["emulator"], "--profile", spec["profile_file"], "--job", rw, str(block_bytes), str(iodepth)]
+    return json.loads(run(cmd).stdout)
 
-    First with the model off: the 4 KiB and 64 KiB pass-through latencies give
-    a fixed and a per-KiB cost. Then with the model on: whatever a modelled
-    4 KiB random read still misses its modelled latency by (a timed wake-up is
-    later than a busy one) is added to the fixed cost.
-    """
-    mountpoint = spec["emulator_mountpoint"]
-    control = Path(mountpoint) / "control"
+
+def _needed_dilation(spec: dict, host: dict) -> dict:
+    """The least dilation at which this tier's model stays above the host: its fastest request at queue
+    depth 1 must take longer than the host's own cost, and its peak IOPS must be within the host's."""
+    floor = max(DILATION_MARGIN * (host["fixed_us"] + host["per_kib_us"] * block_bytes / 1024)
+                / min(model_job(spec, rw, block_bytes, 1)["lat_us"]["p50"] for rw in ("read", "randread"))
+                for block_bytes in (4096, 16384, 65536))
+    peak = model_job(spec, "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH)["iops"]
+    throughput = DILATION_MARGIN * peak / host["iops_16k_qd32"]
+    return {"floor": round(floor, 2), "throughput": round(throughput, 2)}
+
+
+def _passthrough(spec: dict, block_device: str) -> dict:
+    """The host's own cost with the model off: a fixed and a per-KiB cost at queue depth 1 (from 4 KiB
+    and 64 KiB random reads), and the IOPS it can carry at depth."""
+    control = Path(spec["emulator_mountpoint"]) / "control"
     control.write_text("model off\n")
     try:
-        small = fio.job(block_device, "randread", 4096, 1, 1, CALIBRATION_SPAN_BYTES)
-        large = fio.job(block_device, "randread", 65536, 1, 1, CALIBRATION_SPAN_BYTES)
+        small = _median_p50(block_device, "randread", 4096)
+        large = _median_p50(block_device, "randread", 65536)
+        deep = fio.job(block_device, "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH, 1, CALIBRATION_SPAN_BYTES)
     finally:
         control.write_text("model on\n")
-    per_kib_us = max(0.0, (large["lat_us"]["p50"] - small["lat_us"]["p50"]) / 60)
-    fixed_us = max(0.0, small["lat_us"]["p50"] - 4 * per_kib_us)
-    control.write_text(f"overhead {fixed_us:.3f} {per_kib_us:.4f}\n")
-    before = stats(mountpoint)["classes"]["read_random"]
-    modelled = fio.job(block_device, "randread", 4096, 1, 1, CALIBRATION_SPAN_BYTES)
-    after = stats(mountpoint)["classes"]["read_random"]
-    modelled_us = (after["modelled_us"] - before["modelled_us"]) / max(1, after["requests"] - before["requests"])
-    missed_us = 0.0
-    if modelled_us > small["lat_us"]["p50"]:
-        # only a model slower than the host sleeps, so only then is there a wake-up to correct
-        missed_us = modelled["lat_us"]["p50"] - modelled_us
-        fixed_us = max(0.0, fixed_us + missed_us)
-        control.write_text(f"overhead {fixed_us:.3f} {per_kib_us:.4f}\n")
-    calibration = {
-        "fixed_us": round(fixed_us, 3), "per_kib_us": round(per_kib_us, 4),
-        "passthrough_p50_us": {"4096": small["lat_us"]["p50"], "65536": large["lat_us"]["p50"]},
-        "modelled_4k_random_us": round(modelled_us, 2), "wake_up_correction_us": round(missed_us, 2),
-        "guest_halt_poll_ns": int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None,
-    }
-    _calibration_file(mountpoint).write_text(json.dumps(calibration, indent=1))
-    return calibration
+    per_kib_us = max(0.0, (large - small) / 60)
+    return {"fixed_us": max(0.0, small - 4 * per_kib_us), "per_kib_us": per_kib_us,
+            "passthrough_p50_us": {"4096": small, "65536": large}, "iops_16k_qd32": deep["iops"]}
+
+
+def _median_p50(block_device: str, rw: str, block_bytes: int) -> float:
+    """The median p50 latency of short fio runs at queue depth 1: the host's cost drifts by tens of percent
+    from one second to the next, and one run would take whatever moment it fell on."""
+    p50s = sorted(fio.job(block_device, rw, block_bytes, 1, CALIBRATION_RUN_S, CALIBRATION_SPAN_BYTES)["lat_us"]["p50"]
+                  for _ in range(CALIBRATION_RUNS))
+    return p50s[len(p50s) // 2]
+
+
+def _misses(spec: dict, block_device: str, dilation: float) -> list[list[float]]:
+    """What replies still miss their dilated modelled latency by, at the model's shortest and longest
+    4 KiB reads at queue depth 1: [[latency us, miss us], ...]. A long wait lets the host's CPUs halt,
+    and waking them costs more than the pass-through cost measured back to back."""
+    points = []
+    for rw in ("read", "randread"):
+        modelled_us = dilation * model_job(spec, rw, 4096, 1)["lat_us"]["p50"]
+        measured_us = _median_p50(block_device, rw, 4096)
+        points.append([round(modelled_us, 2), round(measured_us - modelled_us, 2)])
+    points.sort()
+    if points[0][0] == points[1][0]:
+        # a flat model: one latency, so one miss
+        points = [[points[0][0], round((points[0][1] + points[1][1]) / 2, 2)]] * 2
+    return points
+
+
+def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | float) -> float:
+    """Calibrate every model tier of this host together and return the dilation they share.
+
+    Each emulator learns the host's own cost per request, to subtract it. All
+    modelled time is then stretched by one factor k, the same for every tier so
+    that ratios between tiers hold too: `auto` picks the least k at which every
+    model stays above the host (DILATION_MARGIN over its floor and its
+    throughput), or the given number is used as it is. Last, what replies
+    still miss by at a short and a long modelled latency is measured and added
+    to the host's cost.
+    """
+    host = {spec["name"]: _passthrough(spec, block_devices[spec["name"]]) for spec in specs}
+    needed = {spec["name"]: _needed_dilation(spec, host[spec["name"]]) for spec in specs}
+    least = max([1.0] + [max(n.values()) for n in needed.values()])
+    k = math.ceil(least * 10) / 10 if dilation == "auto" else float(dilation)
+    for spec in specs:
+        own = host[spec["name"]]
+        control = Path(spec["emulator_mountpoint"]) / "control"
+        control.write_text(f"dilation {k:g}\n")
+        control.write_text(f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}\n")
+        control.write_text("miss 0 0 0 0\n")
+        misses = _misses(spec, block_devices[spec["name"]], k)
+        control.write_text(f"miss {misses[0][0]} {misses[0][1]} {misses[1][0]} {misses[1][1]}\n")
+        calibration = {
+            "dilation": k, "dilation_setting": dilation, "dilation_needed": needed[spec["name"]],
+            "dilation_needed_by_host": round(least, 2),
+            "fixed_us": round(own["fixed_us"], 3), "per_kib_us": round(own["per_kib_us"], 4),
+            "passthrough_p50_us": own["passthrough_p50_us"], "passthrough_iops_16k_qd32": own["iops_16k_qd32"],
+            "miss_us": misses,
+            "guest_halt_poll_ns": int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None,
+        }
+        _calibration_file(spec["emulator_mountpoint"]).write_text(json.dumps(calibration, indent=1))
+    return k
 
 
 def _calibration_file(mountpoint: str) -> Path:

@@ -12,7 +12,7 @@ def job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: float, 
     cmd = [
         "fio", "--name=tierlab", f"--filename={target}", f"--rw={rw}", f"--bs={block_bytes}",
         f"--iodepth={iodepth}", "--ioengine=libaio", "--direct=1", "--readonly",
-        f"--size={span_bytes}", f"--runtime={runtime_s}", "--time_based",
+        f"--size={span_bytes}", f"--runtime={round(runtime_s * 1000)}ms", "--time_based",
         "--lat_percentiles=1", f"--percentile_list={':'.join(PERCENTILES)}", "--output-format=json",
     ]
     read = json.loads(run(cmd, timeout_s=runtime_s + 60).stdout)["jobs"][0]["read"]

@@ -8,7 +8,8 @@ A tier spec (one JSON object per tier, from the Ansible tiers role):
                          cgroup blkio throttle),
              "none"     (a real mount point, or a real device to format),
   image, size_bytes                              (model and throttle)
-  profile_file, emulator, emulator_mountpoint    (model)
+  profile_file, emulator, emulator_mountpoint,
+  dilation ("auto" or a number; the same on every model tier)   (model)
   throttle: {read_iops, write_iops, read_bps, write_bps}   (throttle)
   device, format               (none only: a device to format and mount)
   read_ahead_kb                (optional)
@@ -74,8 +75,8 @@ def _ensure_mount(block_device: str, path: Path, changes: list[str]) -> None:
     changes.append(f"mounted {block_device} on {path}")
 
 
-def _up_loop(spec: dict, changes: list[str]) -> str:
-    """An emulated tier's loop device, mounted (a model tier's emulator started and calibrated first)."""
+def _attach(spec: dict, changes: list[str]) -> tuple[str, bool]:
+    """An emulated tier's loop device (a model tier's emulator started first); (device, calibration needed)."""
     image = Path(spec["image"])
     if not image.exists():
         _ensure_dir(image.parent, changes)
@@ -92,12 +93,8 @@ def _up_loop(spec: dict, changes: list[str]) -> str:
         loop = run(["losetup", "--find", "--show", "--direct-io=on", str(backing)]).stdout.strip()
         record.add("loop", device=loop, image=str(backing))
         changes.append(f"attached {backing} to {loop}")
-    if started or (spec["emulation"] == "model" and emulator.calibration(spec["emulator_mountpoint"]) is None):
-        emulator.calibrate(spec, loop)
-        changes.append(f"calibrated the emulator of tier {spec['name']}")
-    _ensure_fs(loop, changes)
-    _ensure_mount(loop, Path(spec["path"]), changes)
-    return loop
+    uncalibrated = spec["emulation"] == "model" and (started or emulator.calibration(spec["emulator_mountpoint"]) is None)
+    return loop, uncalibrated
 
 
 def _up_real(spec: dict, changes: list[str]) -> str | None:
@@ -143,8 +140,20 @@ def up(specs: list[dict]) -> dict:
     facts = []
     if any(spec["emulation"] == "model" for spec in specs):
         emulator.allow_fast_wakeups(changes)
+    attached = {spec["name"]: _attach(spec, changes) for spec in specs if spec["emulation"] != "none"}
+    modelled = [spec for spec in specs if spec["emulation"] == "model"]
+    if any(attached[spec["name"]][1] for spec in modelled):
+        # the dilation is one for the host, so every model tier is calibrated again with a new one
+        dilation = emulator.calibrate(modelled, {name: loop for name, (loop, _) in attached.items()},
+                                      modelled[0]["dilation"])
+        changes.append(f"calibrated the emulators of tiers {', '.join(s['name'] for s in modelled)}: dilation {dilation:g}")
     for spec in specs:
-        block_device = _up_real(spec, changes) if spec["emulation"] == "none" else _up_loop(spec, changes)
+        if spec["emulation"] == "none":
+            block_device = _up_real(spec, changes)
+        else:
+            block_device = attached[spec["name"]][0]
+            _ensure_fs(block_device, changes)
+            _ensure_mount(block_device, Path(spec["path"]), changes)
         device = device_of_path(spec["path"])
         if spec.get("read_ahead_kb"):
             set_knob(queue_dir(device) / "read_ahead_kb", int(spec["read_ahead_kb"]), changes)
