@@ -63,7 +63,8 @@ def test_no_contrast_the_study_rests_on_is_unfaithful(check):
 def test_the_check_states_the_host_s_dilation_and_each_job_s_dilated_target(check):
     assert check["dilation"] >= 1
     (nand,) = [t for t in check["tiers"] if t["name"] == "nand"]
-    (job,) = [j for j in nand["jobs"] if (j["medium"], j["rw"], j["block_bytes"], j["iodepth"]) == ("device", "randread", 4096, 1)]
+    (job,) = [j for j in nand["jobs"]
+              if (j["medium"], j["rw"], j["block_bytes"], j["iodepth"]) == ("device", "randread", 4096, 1)]
     assert job["target"]["model_p50_us"] == 89.97
     assert job["target"]["p50_us"] == round(89.97 * check["dilation"], 2)
 
