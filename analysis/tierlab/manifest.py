@@ -57,6 +57,14 @@ def layout_files(study: dict, extents: dict | None) -> dict:
     }
 
 
+def tiers_fidelity(tiers: list[dict], tiers_check: dict | None) -> dict:
+    """How faithful the run's emulated tiers were: the dilation of modelled time and the self-check's verdicts."""
+    dilations = {t["calibration"].get("dilation", 1.0) for t in tiers if t.get("calibration")}
+    verdicts = (tiers_check or {}).get("fidelity") or {}
+    return {"dilation": max(dilations) if dilations else None, "verdict": verdicts.get("verdict"),
+            "tiers": verdicts.get("tiers", {}), "reasons": verdicts.get("reasons", [])}
+
+
 def build(run_dir: Path, status: str, error: str = "", phases: dict | None = None, with_artifacts: bool = True) -> dict:
     record = json.loads((run_dir / "config" / "study.json").read_text())
     study = record["study"]
@@ -71,6 +79,8 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         attempts.append({"finished_at": finished_at, "status": status, "error": error,
                          "phase_s": phase_durations(phases, finished_at)})
     trace_backend = _optional_json(run_dir / "raw" / "trace_backend.json")
+    tiers = _optional_json(run_dir / "raw" / "tiers.json") or record["tiers"]
+    tiers_check = _optional_json(run_dir / "raw" / "tiers_check.json")
     engine = _optional_json(run_dir / "raw" / "engine.json") or {"name": study["engine"]}
     return {
         "schema_version": SCHEMA_VERSION,
@@ -80,8 +90,9 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         "started_at": record["started_at"],
         "finished_at": finished_at if status != "partial" else None,
         "host": record["host"],
-        "tiers": _optional_json(run_dir / "raw" / "tiers.json") or record["tiers"],
-        "tiers_check": _optional_json(run_dir / "raw" / "tiers_check.json"),
+        "tiers": tiers,
+        "tiers_check": tiers_check,
+        "tiers_fidelity": tiers_fidelity(tiers, tiers_check),
         "engine": engine,
         "workload": {
             "name": study["workload"], "scale_factor": study["scale_factor"], "queries": study["queries"],

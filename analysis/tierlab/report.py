@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
 
-METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_share_pct", "sequential_pct", "random_pct",
+METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
                  "engine_sequential_pct", "repeat_access_rate", "category", "read_pages", "latency_p50_us", "latency_p99_us"]
 TABLE_COLUMNS = ["object", "tier", "read_requests", "read_pages", "sequential_pct", "random_pct",
                  "repeat_access_rate", "category", "io_time_s", "latency_p50_us", "latency_p99_us"]
@@ -28,6 +28,7 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 .plot svg { max-width: 100%; height: auto; } .note { color: #666; font-size: 0.85em; }
 .wide { overflow-x: auto; }
+.warning { background: #fff3cd; border: 1px solid #e0b000; padding: 0.5em 1em; }
 """
 
 
@@ -138,7 +139,51 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
         ("workload", f"{workload.get('name', '')} SF {workload.get('scale_factor', '')}, {workload.get('cache_state', '')}"),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
+        ("modelled time dilated", f"{_dilation(manifest):g}x" if _dilation(manifest) else "no"),
+        ("tiers' fidelity", ((manifest.get("tiers_check") or {}).get("fidelity") or {}).get("verdict") or "not checked"),
     ]
+
+
+def _dilation(manifest: dict) -> float | None:
+    found = {t["calibration"].get("dilation", 1.0) for t in manifest.get("tiers", []) if t.get("calibration")}
+    return max(found) if found else None
+
+
+def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, list[str], pd.DataFrame]:
+    """The tiers' fidelity for this run: a warning for the top of the report (None when faithful), the
+    paragraphs that say what the emulation did to the figures, and each query's late-reply share per tier."""
+    check = manifest.get("tiers_check") or {}
+    verdicts = check.get("fidelity")
+    dilation = _dilation(manifest)
+    late = _present(tier_metrics, ["query", "try", "tier", "model_late_pct"]) if "model_late_pct" in tier_metrics else \
+        pd.DataFrame()
+    if verdicts is None and dilation is None:
+        return None, [], late
+    lines = []
+    if verdicts:
+        per_tier = ", ".join(f"{name}: {verdict}" for name, verdict in verdicts["tiers"].items())
+        lines.append(f"Self-check of the tiers ({check.get('checked_at', '')}): {verdicts['verdict']} ({per_tier}). "
+                     "Each contrast the study rests on (random against sequential reads, the capacity tier against the "
+                     "fast one, queue depth 32 against 1), measured with fio on the device and through the file system, "
+                     "against the device model's own ratio; faithful within 20%, degraded within 50%.")
+        lines += [f"Not faithful or degraded: {reason}" for reason in verdicts["reasons"]]
+    if dilation and dilation > 1:
+        lines.append(f"Modelled time was dilated {dilation:g}x: every latency of the device models, their queues and "
+                     "buffers ran that many times slower, so that the models stay above what this host can do and "
+                     "every ratio between them holds. Elapsed times are as measured, that is dilated; io_time_s is the "
+                     f"measured block I/O time and io_time_undilated_s the same divided by {dilation:g}, what the modelled "
+                     "devices would take. The CPU is not dilated, so I/O takes a larger share of each query's time here "
+                     "than it would on the modelled devices: compare io_time_undilated_s with the compute time "
+                     "(elapsed_s - io_time_s) to judge whether a query is I/O-bound there.")
+    if not late.empty:
+        lines.append("model_late_pct: the share of a query's requests on a modelled tier whose reply was due before the "
+                     "host could send it; those requests took the host's time, not the model's.")
+    warning = None
+    if verdicts and verdicts["verdict"] != "faithful":
+        warning = (f"The emulated tiers of this run were {verdicts['verdict']}: their measured contrasts differ from the "
+                   "device models' by more than 20%, so times on them do not stand for the modelled devices. See "
+                   "\"Tiers' fidelity\".")
+    return warning, lines, late
 
 
 def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFrame]) -> list[Path]:
@@ -146,9 +191,19 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     context = pd.DataFrame(run_context(manifest), columns=["", "value"])
     metrics, table_metrics, requests = tables["query_metrics"], tables["table_metrics"], tables["requests"]
     title = f"tierlab run {manifest.get('run_id', '')}"
-    queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s", "rows"])
-    sections = [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]
-    md = [f"# {title}", "", _md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error"]))]
+    queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
+                                           "io_time_undilated_s", "rows"])
+    warning, fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
+    sections = [f"<p class='warning'>{html.escape(warning)}</p>"] if warning else []
+    md = [f"# {title}", ""] + ([f"> **Warning.** {warning}", ""] if warning else [])
+    sections += [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]
+    md += [_md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error"]))]
+    if fidelity_lines:
+        sections += ["<h2>Tiers' fidelity</h2>"] + [f"<p>{html.escape(line)}</p>" for line in fidelity_lines]
+        md += ["", "## Tiers' fidelity", ""] + [line + "\n" for line in fidelity_lines]
+        if not late.empty:
+            sections.append(_html_table(late))
+            md += [_md_table(late), ""]
     if not metrics.empty:
         sections += ["<h2>Per-query access patterns</h2>",
                      "<p class='note'>Sequential: a read that starts where one of the last 8 reads on its device ended, or "

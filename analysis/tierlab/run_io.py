@@ -23,7 +23,8 @@ from .metrics import (
 from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import concat_requests, parse_ftrace
 
-QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "rows", "cache", "started_at", "events_lost"]
+QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
+                 "started_at", "events_lost"]
 
 
 @dataclass
@@ -37,6 +38,13 @@ class Run:
     device_model: pd.DataFrame
     tiers: list[dict]
 
+    @property
+    def dilation(self) -> float | None:
+        """How many times the modelled tiers stretched modelled time (None: no modelled tier, or a run from
+        before dilation); the same on every modelled tier of a host."""
+        found = {t["calibration"].get("dilation", 1.0) for t in self.tiers if t.get("calibration")}
+        return max(found) if found else None
+
 
 def _read_json(path: Path):
     if not path.exists():
@@ -47,7 +55,7 @@ def _read_json(path: Path):
 def read_query_rows(run_dir: Path) -> pd.DataFrame:
     rows_file = run_dir / "raw" / "queries.jsonl"
     rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()] if rows_file.exists() else []
-    frame = pd.DataFrame(rows, columns=[c for c in QUERY_COLUMNS if c != "io_time_s"] + ["trace_files"])
+    frame = pd.DataFrame(rows, columns=[c for c in QUERY_COLUMNS if not c.startswith("io_time")] + ["trace_files"])
     return frame
 
 
@@ -110,6 +118,9 @@ def read_device_model(run_dir: Path) -> pd.DataFrame:
         reads = frame["model_read_sequential_requests"] + frame["model_read_random_requests"]
         frame["model_sequential_read_pct"] = np.where(reads > 0, 100.0 * frame["model_read_sequential_requests"]
                                                       / reads.where(reads > 0, 1), np.nan)
+        # replies due before the host could send them: the share of the query's requests that the model did not hold
+        served = frame[[c for c in frame.columns if c.endswith("_requests") and c != "model_interfered_reads"]].sum(axis=1)
+        frame["model_late_pct"] = np.where(served > 0, 100.0 * frame["model_late"] / served.where(served > 0, 1), np.nan)
     return frame
 
 
@@ -176,6 +187,8 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     if not query_metrics.empty:
         io_time = query_metrics.set_index(["query", "try"])["io_time_s"]
         queries["io_time_s"] = [io_time.get((q, t), np.nan) for q, t in zip(queries["query"], queries["try"], strict=True)]
+        queries["io_time_undilated_s"] = queries["io_time_s"] / (run.dilation or 1.0)
+        query_metrics["io_time_undilated_s"] = query_metrics["io_time_s"] / (run.dilation or 1.0)
         elapsed = queries.set_index(["query", "try"])["elapsed_s"]
         query_metrics["elapsed_s"] = [elapsed.get((q, t), np.nan)
                                       for q, t in zip(query_metrics["query"], query_metrics["try"], strict=True)]
@@ -186,7 +199,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
             disagreement = query_metrics["sequential_pct"] - query_metrics["engine_sequential_pct"]
             query_metrics["sequential_pct_disagreement"] = disagreement
     else:
-        queries["io_time_s"] = np.nan
+        queries["io_time_s"] = queries["io_time_undilated_s"] = np.nan
     return {
         "queries": queries[QUERY_COLUMNS],
         "requests": requests,

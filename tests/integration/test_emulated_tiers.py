@@ -83,7 +83,7 @@ def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardow
              "image": str(root / "images" / "doomed.img"), "size_bytes": 256 << 20,
              "profile_file": str(ROOT / "emulator" / "profiles" / "passthrough.toml"),
              "emulator": str(ROOT / "emulator" / "tierlab-emu"), "emulator_mountpoint": str(root / "mnt" / "doomed"),
-             "read_ahead_kb": None, "throttle": {}}]
+             "dilation": "auto", "read_ahead_kb": None, "throttle": {}}]
     spec_file = tmp_path / "tiers.json"
     spec_file.write_text(json.dumps(spec))
     env = {**os.environ, "TIERLAB_STATE_DIR": str(root / "state")}

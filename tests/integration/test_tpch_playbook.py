@@ -49,10 +49,10 @@ def test_q3_under_c_o_has_the_device_model_s_counts_beside_the_trace_s(layout_ru
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_every_requested_query_has_a_row(layout_runs, layout):
     lines = (layout_runs[layout]["dir"] / "tables" / "queries.csv").read_text().splitlines()
-    assert lines[0].startswith("query,try,status,error,elapsed_s,io_time_s,rows")
+    assert lines[0].startswith("query,try,status,error,elapsed_s,io_time_s,io_time_undilated_s,rows")
     rows = [line.split(",") for line in lines[1:]]
     assert [(r[0], r[1], r[2]) for r in rows] == [("q01", "1", "ok"), ("q03", "1", "ok")]
-    assert [r[6] for r in rows] == ["4", "10"]
+    assert [r[7] for r in rows] == ["4", "10"]
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -67,7 +67,12 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout):
     assert manifest["versions"]["tracer_backend"] in ("ftrace", "blktrace")
     assert {t["name"]: (t["emulation"], t["profile"]["name"]) for t in manifest["tiers"]} == {
         "optane": ("model", "optane"), "nand": ("model", "nand")}
-    assert [(t["name"], len(t["jobs"])) for t in manifest["tiers_check"]["tiers"]] == [("optane", 8), ("nand", 8)]
+    # 8 jobs on the device and 5 through the file system
+    assert [(t["name"], len(t["jobs"])) for t in manifest["tiers_check"]["tiers"]] == [("optane", 13), ("nand", 13)]
+    dilation = {t["calibration"]["dilation"] for t in manifest["tiers"]}
+    assert manifest["tiers_fidelity"]["dilation"] == manifest["tiers_check"]["dilation"] == dilation.pop()
+    assert not dilation
+    assert manifest["tiers_fidelity"]["verdict"] in ("faithful", "degraded")
     assert set(manifest["layout"]["tables"]) == set(LAYOUTS["ALL"])
     assert set(manifest["attempts"][-1]["phase_s"]) == {"tiers", "engine", "data", "load", "run", "collect"}
     listed = {a["path"]: a["sha256"] for a in manifest["artifacts"]}
@@ -154,6 +159,8 @@ def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path
     for title in ("Sequential vs random reads per query", "Repeat access rate per query", "Read latency CDF per tier"):
         assert title in dom
     assert "<h3>q03 (try 1)</h3>" in dom
+    assert "<h2>Tiers' fidelity</h2>" in dom
+    assert "io_time_undilated_s the same divided by" in dom
     shot = tmp_path / "report.png"
     subprocess.run(["chromium", *flags, "--window-size=1200,2000", f"--screenshot={shot}", report.as_uri()],
                    capture_output=True, timeout=120, check=True)

@@ -142,10 +142,14 @@ def model_job(spec: dict, rw: str, block_bytes: int, iodepth: int) -> dict:
 
 def _needed_dilation(spec: dict, host: dict) -> dict:
     """The least dilation at which this tier's model stays above the host: its fastest request at queue
-    depth 1 must take longer than the host's own cost, and its peak IOPS must be within the host's."""
-    floor = max(DILATION_MARGIN * (host["fixed_us"] + host["per_kib_us"] * block_bytes / 1024)
-                / min(model_job(spec, rw, block_bytes, 1)["lat_us"]["p50"] for rw in ("read", "randread"))
-                for block_bytes in (4096, 16384, 65536))
+    depth 1 must take DILATION_MARGIN times the host's own cost, and its peak IOPS at most 1/DILATION_MARGIN
+    of what the host carries. A model that adds no latency (passthrough) needs none."""
+    floor = 1.0
+    for block_bytes in (4096, 16384, 65536):
+        fastest_us = min(model_job(spec, rw, block_bytes, 1)["lat_us"]["p50"] for rw in ("read", "randread"))
+        cost_us = host["fixed_us"] + host["per_kib_us"] * block_bytes / 1024
+        if fastest_us > 0:
+            floor = max(floor, DILATION_MARGIN * cost_us / fastest_us)
     peak = model_job(spec, "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH)["iops"]
     throughput = DILATION_MARGIN * peak / host["iops_16k_qd32"]
     return {"floor": round(floor, 2), "throughput": round(throughput, 2)}
@@ -182,6 +186,9 @@ def _misses(spec: dict, block_device: str, dilation: float) -> list[list[float]]
     points = []
     for rw in ("read", "randread"):
         modelled_us = dilation * model_job(spec, rw, 4096, 1)["lat_us"]["p50"]
+        if modelled_us == 0:
+            # passthrough: every reply leaves at once, so there is nothing to correct
+            return [[0.0, 0.0], [0.0, 0.0]]
         measured_us = _median_p50(block_device, rw, 4096)
         points.append([round(modelled_us, 2), round(measured_us - modelled_us, 2)])
     points.sort()
