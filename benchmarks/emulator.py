@@ -58,12 +58,6 @@ def agent_on(command: str, specs: list[dict], *args: str) -> dict:
         return json.loads(agent(command, spec_file.name, *args))
 
 
-def touch(device: str) -> None:
-    """Read the span once, so the emulator's data is resident like the bare device's."""
-    subprocess.run(["dd", f"if={device}", "of=/dev/null", "bs=1M", f"count={SPAN_BYTES >> 20}", "iflag=direct"],
-                   check=True, capture_output=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtime-s", type=float, default=5.0)
@@ -80,7 +74,7 @@ def main() -> None:
         devices = {"bare loop (RAM)": bare, **{t["name"]: t["block_device"] for t in facts}}
         results = {}
         for name, device in devices.items():
-            touch(device)
+            fio.touch(device, SPAN_BYTES)
             results[name] = [fio.job(device, "randread", 4096, depth, args.runtime_s, SPAN_BYTES) for depth in (1, 32)]
         check = agent_on("tiers-check", [s for s in specs if s["name"] != "passthrough"], "--runtime-s", "2")
     finally:

@@ -161,6 +161,7 @@ def _passthrough(spec: dict, block_device: str) -> dict:
     control = Path(spec["emulator_mountpoint"]) / "control"
     control.write_text("model off\n")
     try:
+        fio.touch(block_device, CALIBRATION_SPAN_BYTES)
         small = _median_p50(block_device, "randread", 4096)
         large = _median_p50(block_device, "randread", 65536)
         deep = fio.job(block_device, "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH, 1, CALIBRATION_SPAN_BYTES)

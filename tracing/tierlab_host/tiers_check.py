@@ -1,7 +1,8 @@
 """The tiers' self-check: read-only fio on each tier, and how faithful each modelled tier is.
 
 Each tier is measured twice: on its block device (4 KiB and 16 KiB requests,
-sequential and random, at queue depths 1 and 32, over the first GiB) and
+sequential and random, at queue depths 1 and 32, over the first GiB, read
+once before so that an emulator serves it from touched pages) and
 through its file system as a database reads it (a scratch file written for
 the check and removed after it, read with O_DIRECT). For a modelled tier every
 job has a target: what its device model alone gives for the same job (the
@@ -167,6 +168,7 @@ def check(specs: list[dict], runtime_s: float) -> dict:
             calibration = emulator.calibration(spec["emulator_mountpoint"])
             own = dilation = calibration["dilation"]
             tier["host_floor_p50_us"] = calibration["passthrough_p50_us"]
+        fio.touch(block_device, DEVICE_SPAN_BYTES)
         tier["jobs"] = _measure(spec, block_device, DEVICE_SPAN_BYTES, runtime_s, "device", own)
         scratch = _scratch_file(spec["path"])
         try:
