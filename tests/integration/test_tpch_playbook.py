@@ -60,6 +60,7 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout):
     run_dir = layout_runs[layout]["dir"]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "ok"
+    assert manifest["error"] == ""
     assert manifest["run_id"] == run_dir.name
     assert re.fullmatch(r"\d{8}T\d{6}Z_mariadb_tpch-sf0\.01_" + re.escape(layout), run_dir.name)
     assert manifest["engine"]["settings"]["innodb_page_size"] == "16384"
