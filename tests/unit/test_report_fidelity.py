@@ -1,0 +1,46 @@
+"""What a run's report says of its tiers' fidelity, from the manifest and tier_metrics."""
+
+import pandas as pd
+
+from tierlab.manifest import tiers_fidelity
+from tierlab.report import fidelity
+
+TIERS = [{"name": "optane", "calibration": {"dilation": 8.5}}, {"name": "nand", "calibration": {"dilation": 8.5}}]
+FAITHFUL = {"verdict": "faithful", "tiers": {"optane": "faithful", "nand": "faithful"}, "reasons": []}
+DEGRADED = {"verdict": "degraded", "tiers": {"optane": "degraded", "nand": "faithful"},
+            "reasons": ["optane random/sequential read latency, 4 KiB QD1 (device): host noise: read 4 KiB QD1 p50 68.1 us "
+                        "against 85.34 us"]}
+LATE = pd.DataFrame({"query": ["q03", "q03"], "try": [1, 1], "tier": ["nand", "optane"], "model_late_pct": [0.5, 0.0]})
+
+
+def manifest(verdicts: dict) -> dict:
+    return {"tiers": TIERS, "tiers_check": {"checked_at": "2026-11-23T09:16:34+00:00", "fidelity": verdicts}}
+
+
+def test_faithful_tiers_give_no_warning_but_state_the_dilation_and_what_it_does():
+    warning, lines, late = fidelity(manifest(FAITHFUL), LATE)
+    assert warning is None
+    assert lines[0].startswith("Self-check of the tiers (2026-11-23T09:16:34+00:00): faithful (optane: faithful, "
+                               "nand: faithful).")
+    assert lines[1].startswith("Modelled time was dilated 8.5x:")
+    assert "io_time_undilated_s the same divided by 8.5" in lines[1]
+    assert "I/O takes a larger share of each query's time here" in lines[1]
+    assert late.to_dict("records") == LATE.to_dict("records")
+
+
+def test_degraded_tiers_are_named_at_the_top_with_the_reason_in_the_fidelity_section():
+    warning, lines, _ = fidelity(manifest(DEGRADED), LATE)
+    assert warning.startswith("The emulated tiers of this run were degraded:")
+    assert "Not faithful or degraded: optane random/sequential read latency, 4 KiB QD1 (device): host noise" in lines[1]
+
+
+def test_a_run_on_real_tiers_has_no_fidelity_section():
+    warning, lines, late = fidelity({"tiers": [{"name": "nvme", "calibration": None}], "tiers_check": None},
+                                    pd.DataFrame())
+    assert (warning, lines, late.empty) == (None, [], True)
+
+
+def test_the_manifest_carries_the_dilation_and_the_verdicts():
+    assert tiers_fidelity(TIERS, {"fidelity": DEGRADED}) == {"dilation": 8.5, **DEGRADED}
+    assert tiers_fidelity([{"name": "nvme", "calibration": None}], None) == \
+        {"dilation": None, "verdict": None, "tiers": {}, "reasons": []}
