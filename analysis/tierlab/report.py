@@ -155,8 +155,10 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, li
     check = manifest.get("tiers_check") or {}
     verdicts = check.get("fidelity")
     dilation = _dilation(manifest)
-    late = _present(tier_metrics, ["query", "try", "tier", "model_late_pct"]) if "model_late_pct" in tier_metrics else \
-        pd.DataFrame()
+    late = pd.DataFrame()
+    if "model_late_pct" in tier_metrics:
+        late = tier_metrics.pivot_table(index=["query", "try"], columns="tier", values="model_late_pct", dropna=False)
+        late = late.rename(columns=lambda tier: f"late % on {tier}").reset_index().rename_axis(columns=None)
     if verdicts is None and dilation is None:
         return None, [], late
     lines = []
@@ -176,8 +178,9 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, li
                      "than it would on the modelled devices: compare io_time_undilated_s with the compute time "
                      "(elapsed_s - io_time_s) to judge whether a query is I/O-bound there.")
     if not late.empty:
-        lines.append("model_late_pct: the share of a query's requests on a modelled tier whose reply was due before the "
-                     "host could send it; those requests took the host's time, not the model's.")
+        lines.append("Late %: the share of a query's requests on a modelled tier whose reply was due before the host "
+                     "could send it (model_late_pct in tier_metrics.csv); those requests took the host's time, not the "
+                     "model's.")
     warning = None
     if verdicts and verdicts["verdict"] != "faithful":
         warning = (f"The emulated tiers of this run were {verdicts['verdict']}: their measured contrasts differ from the "
