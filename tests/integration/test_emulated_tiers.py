@@ -92,16 +92,18 @@ def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardow
         return subprocess.run(["/usr/bin/python3", "-m", "tierlab_host", *args], cwd=ROOT / "tracing",
                               capture_output=True, text=True, env=env)
 
-    up = agent("tiers-up", str(spec_file))
-    assert up.returncode == 0, up.stderr
-    (emulator,) = [e for e in json.loads((root / "state" / "created.json").read_text()) if e["kind"] == "emulator"]
-    os.kill(emulator["pid"], sent)
+    try:
+        up = agent("tiers-up", str(spec_file))
+        assert up.returncode == 0, up.stderr
+        (emulator,) = [e for e in json.loads((root / "state" / "created.json").read_text()) if e["kind"] == "emulator"]
+        os.kill(emulator["pid"], sent)
 
-    check = agent("tiers-check", str(spec_file), "--runtime-s", "0.2")
-    assert check.returncode == 1
-    assert f"the emulator of tier doomed (pid {emulator['pid']}) {said}" in check.stderr
-
-    down = agent("teardown")
+        check = agent("tiers-check", str(spec_file), "--runtime-s", "0.2")
+        assert check.returncode == 1
+        assert f"the emulator of tier doomed (pid {emulator['pid']}) {said}" in check.stderr
+    finally:
+        # whatever failed above, what the agent made is removed by its record
+        down = agent("teardown")
     assert down.returncode == 0, down.stderr
     assert json.loads((root / "state" / "created.json").read_text()) == []
     assert str(root) not in Path("/proc/mounts").read_text()
