@@ -9,7 +9,7 @@ from . import manifest
 from .errors import RunDirError, TierlabError, TraceFormatError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
-from .run_io import analyze, load_run, read_tables, write_tables
+from .run_io import analyze, load_run, read_manifest, read_tables, write_tables
 from .tiers_check import format_check, run_check
 from .trace_stats import FORMATS, read_traces, trace_stats
 
@@ -38,9 +38,10 @@ def _manifest(args) -> None:
 def _compare(args) -> None:
     runs = {}
     for run_dir in map(Path, args.run_dirs):
-        if not (run_dir / "manifest.json").exists():
-            raise RunDirError(f"{run_dir} is not a tierlab run directory (no manifest.json)")
-        runs[run_dir.name] = read_tables(run_dir)
+        run_id = read_manifest(run_dir)["run_id"]
+        if run_id in runs:
+            raise RunDirError(f"run {run_id} is given twice ({run_dir} and an earlier argument); give each run once")
+        runs[run_id] = read_tables(run_dir)
     out = Path(args.out) if args.out else Path(args.run_dirs[0]).parent / ("compare_" + "__".join(runs))[:200]
     for path in write_comparison_report(out, runs):
         print(path)
@@ -98,9 +99,11 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=_manifest)
     p = sub.add_parser("tiers", help="the host's tiers")
     tiers_sub = p.add_subparsers(dest="tiers_command", required=True)
-    p = tiers_sub.add_parser("check", help="run fio on each tier of this host (read-only): IOPS and latency percentiles")
+    p = tiers_sub.add_parser("check", help="run fio on each tier of this host (read-only): IOPS and latency percentiles "
+                                           "against the device models' targets, and the tiers' fidelity")
     p.add_argument("--root", default="/var/lib/tierlab", help="the tierlab root the tiers were brought up under")
-    p.add_argument("--runtime-s", type=float, default=2.0, help="seconds per fio job (8 jobs per tier)")
+    p.add_argument("--runtime-s", type=float, default=2.0,
+                   help="seconds per fio job (13 per tier: 8 on the device, 5 through the file system)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_tiers_check)
     args = parser.parse_args(argv)

@@ -9,9 +9,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .run_io import read_query_rows
+from .run_io import SCHEMA_VERSION, read_query_rows
 
-SCHEMA_VERSION = 1
 STATUSES = ("ok", "partial", "failed")
 
 

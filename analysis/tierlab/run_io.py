@@ -23,6 +23,8 @@ from .metrics import (
 from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import concat_requests, parse_ftrace
 
+# the results format this tierlab writes and reads (results/README.md)
+SCHEMA_VERSION = 1
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
                  "started_at", "events_lost"]
 
@@ -49,7 +51,23 @@ class Run:
 def _read_json(path: Path):
     if not path.exists():
         raise RunDirError(f"{path} is missing; a run directory holds config/study.json and raw/ from the playbook")
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"{path} is not valid JSON ({exc}); it was damaged after the run wrote it") from None
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """The run's manifest, refused unless this tierlab knows its results format."""
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory; give a run directory, results/<run_id>")
+    manifest = _read_json(run_dir / "manifest.json")
+    version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+    if version != SCHEMA_VERSION:
+        raise RunDirError(f"{run_dir}: results schema_version {version!r} is not one this tierlab reads "
+                          f"(it reads {SCHEMA_VERSION}); read it with the tierlab version that wrote it "
+                          f"(versions.tierlab_git in its manifest)")
+    return manifest
 
 
 def read_query_rows(run_dir: Path) -> pd.DataFrame:
@@ -127,6 +145,7 @@ def read_device_model(run_dir: Path) -> pd.DataFrame:
 def load_run(path: str | Path, tolerate_errors: bool = False, progress=None) -> Run:
     """The run's frames, for notebooks: queries, requests (attributed), trace counts, counters, device model counts."""
     run_dir = Path(path)
+    read_manifest(run_dir)
     study = _read_json(run_dir / "config" / "study.json")
     tiers = _read_json(run_dir / "raw" / "tiers.json") if (run_dir / "raw" / "tiers.json").exists() else []
     rows = read_query_rows(run_dir)

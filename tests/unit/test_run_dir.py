@@ -1,0 +1,52 @@
+"""Run directories that tierlab refuses to read, and why."""
+
+import json
+
+import pytest
+
+from tierlab.cli import main
+from tierlab.errors import RunDirError
+from tierlab.run_io import load_run
+
+
+def run_dir(tmp_path, manifest_text: str):
+    path = tmp_path / "20261123T092837Z_mariadb_tpch-sf0.1_C+O"
+    (path / "config").mkdir(parents=True)
+    (path / "manifest.json").write_text(manifest_text)
+    return path
+
+
+def test_a_run_of_an_unknown_schema_version_is_refused_with_what_to_do(tmp_path):
+    path = run_dir(tmp_path, json.dumps({"schema_version": 2, "run_id": "x"}))
+    with pytest.raises(RunDirError) as err:
+        load_run(path)
+    assert str(err.value) == (f"{path}: results schema_version 2 is not one this tierlab reads (it reads 1); read it "
+                              "with the tierlab version that wrote it (versions.tierlab_git in its manifest)")
+
+
+def test_a_damaged_manifest_is_named_with_the_parse_error(tmp_path):
+    path = run_dir(tmp_path, '{"schema_version": 1,')
+    with pytest.raises(RunDirError) as err:
+        load_run(path)
+    assert str(err.value).startswith(f"{path}/manifest.json is not valid JSON (Expecting property name enclosed in "
+                                     "double quotes: line 1 column 22 (char 21)); it was damaged after the run wrote it")
+
+
+def test_a_file_given_as_a_run_directory_is_refused(tmp_path):
+    path = tmp_path / "report.html"
+    path.write_text("<html>")
+    with pytest.raises(RunDirError) as err:
+        load_run(path)
+    assert str(err.value) == f"{path} is not a directory; give a run directory, results/<run_id>"
+
+
+def test_compare_refuses_the_same_run_given_twice(tmp_path, capsys):
+    first = run_dir(tmp_path / "a", json.dumps({"schema_version": 1, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    copy = run_dir(tmp_path / "b", json.dumps({"schema_version": 1, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    (first / "tables").mkdir()
+    (first / "tables" / "queries.csv").write_text("query,try,status\n")
+    (first / "tables" / "query_metrics.csv").write_text("\n")
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(first), str(copy)])
+    assert str(done.value) == (f"tierlab compare: run 20261123T092837Z_mariadb_tpch-sf0.1_C+O is given twice ({copy} "
+                               "and an earlier argument); give each run once")
