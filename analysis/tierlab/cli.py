@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from . import manifest
-from .errors import RunDirError, TierlabError, TraceFormatError
+from .errors import RunDirError, TierlabError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
 from .run_io import analyze, load_run, read_manifest, read_tables, write_tables
@@ -48,8 +48,6 @@ def _compare(args) -> None:
 
 
 def _trace_stats(args) -> None:
-    if args.page_size <= 0 or args.page_size % 512:
-        raise TraceFormatError(f"--page-size {args.page_size} is not allowed; allowed: a positive multiple of 512 bytes")
     stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress), args.page_size)
     if args.json:
         print(json.dumps(stats, indent=1, default=float))
@@ -63,6 +61,25 @@ def _tiers_check(args) -> None:
     print(json.dumps(result, indent=1) if args.json else format_check(result))
 
 
+def _checked(convert, allowed: str, accept):
+    """An argparse type: the value converted, and refused with what is allowed unless accept(value)."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: {allowed}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: {allowed}")
+        return value
+    return parse
+
+
+PAGE_SIZE = _checked(int, "a power of two from 512 to 65536 bytes", lambda v: 512 <= v <= 65536 and v & (v - 1) == 0)
+STREAM_WINDOW_ARG = _checked(int, "a whole number from 1 to 1024", lambda v: 1 <= v <= 1024)
+RANDOM_THRESHOLD_ARG = _checked(float, "a percentage from 0 to 100", lambda v: 0 <= v <= 100)
+REPEAT_THRESHOLD_ARG = _checked(float, "a rate of at least 1 (1.0: no page read twice)", lambda v: 1 <= v < float("inf"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tierlab", description="Analyze tierlab runs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,11 +87,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("run_dir")
     p.add_argument("--tolerate-errors", action="store_true",
                    help="skip (and count) unparseable trace lines instead of stopping at the first")
-    p.add_argument("--stream-window", type=int, default=STREAM_WINDOW,
+    p.add_argument("--stream-window", type=STREAM_WINDOW_ARG, default=STREAM_WINDOW,
                    help=f"recent requests per device a sequential read may continue (default {STREAM_WINDOW})")
-    p.add_argument("--random-threshold", type=float, default=RANDOM_PCT_THRESHOLD,
+    p.add_argument("--random-threshold", type=RANDOM_THRESHOLD_ARG, default=RANDOM_PCT_THRESHOLD,
                    help=f"a query is random above this %% of random read pages (default {RANDOM_PCT_THRESHOLD:g})")
-    p.add_argument("--repeat-threshold", type=float, default=REPEAT_THRESHOLD,
+    p.add_argument("--repeat-threshold", type=REPEAT_THRESHOLD_ARG, default=REPEAT_THRESHOLD,
                    help=f"a query is repeated above this repeat access rate (default {REPEAT_THRESHOLD:g})")
     p.set_defaults(func=_analyze)
     p = sub.add_parser("compare", help="put analyzed runs side by side (e.g. the layouts of the same queries)")
@@ -85,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a blkparse-style prefix, a per-CPU or merged binary file, blkparse text, or ftrace text")
     p.add_argument("--format", choices=FORMATS, default="auto")
-    p.add_argument("--page-size", type=int, default=16384, help="page size in bytes; pages are device-aligned")
+    p.add_argument("--page-size", type=PAGE_SIZE, default=16384, help="page size in bytes; pages are device-aligned")
     p.add_argument("--json", action="store_true")
     p.add_argument("--tolerate-errors", action="store_true",
                    help="keep the good part of truncated or corrupt input, with the problems counted")

@@ -18,6 +18,9 @@ OTHER_COUNTS = ("flush", "discard", "other_op", "zero_length")
 
 def detect_format(path: str) -> str:
     candidate = Path(path)
+    if candidate.is_dir():
+        raise TraceFormatError(f"{path} is a directory; give a trace file, or the prefix of per-CPU blktrace files "
+                               "(DIR/loop0 for DIR/loop0.blktrace.N)")
     if not candidate.exists():
         if sorted(candidate.parent.glob(candidate.name + ".blktrace.*")):
             return "binary"
@@ -36,6 +39,12 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
     """All paths parsed into one trace; `progress(done, total, label)` is called before each."""
     if fmt not in FORMATS:
         raise TraceFormatError(f"format {fmt!r} is unknown; allowed: {', '.join(FORMATS)}")
+    seen: dict[Path, str] = {}
+    for path in paths:
+        real = Path(path).resolve()
+        if real in seen:
+            raise TraceFormatError(f"{path} is the same trace as {seen[real]}; give each trace once")
+        seen[real] = path
     parsed = []
     for number, path in enumerate(paths, 1):
         kind = detect_format(path) if fmt == "auto" else fmt

@@ -40,3 +40,46 @@ def test_formats_are_told_apart(tmp_path):
     assert detect_format(str(ftrace)) == "ftrace"
     assert detect_format(str(text)) == "blkparse"
     assert detect_format(str(tmp_path / "b")) == "binary"
+
+
+@pytest.mark.parametrize(("flag", "given", "allowed"), [
+    ("--page-size", "1000000000000", "a power of two from 512 to 65536 bytes"),
+    ("--page-size", "12288", "a power of two from 512 to 65536 bytes"),
+    ("--page-size", "16k", "a power of two from 512 to 65536 bytes"),
+])
+def test_trace_stats_refuses_a_page_size_that_is_no_page_size(tmp_path, capsys, flag, given, allowed):
+    path = tmp_path / "q.ftrace"
+    path.write_text(FTRACE)
+    with pytest.raises(SystemExit) as done:
+        main(["trace-stats", str(path), flag, given])
+    assert done.value.code == 2
+    assert f"argument {flag}: {given!r} is not allowed; allowed: {allowed}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flag", "given", "allowed"), [
+    ("--stream-window", "-1", "a whole number from 1 to 1024"),
+    ("--random-threshold", "nan", "a percentage from 0 to 100"),
+    ("--repeat-threshold", "inf", "a rate of at least 1 (1.0: no page read twice)"),
+])
+def test_analyze_refuses_parameters_out_of_their_range_before_reading_anything(tmp_path, capsys, flag, given, allowed):
+    with pytest.raises(SystemExit) as done:
+        main(["analyze", str(tmp_path / "no-such-run"), flag, given])
+    assert done.value.code == 2
+    assert f"argument {flag}: {given!r} is not allowed; allowed: {allowed}" in capsys.readouterr().err
+
+
+def test_a_directory_given_as_a_trace_is_refused(tmp_path):
+    with pytest.raises(SystemExit) as done:
+        main(["trace-stats", str(tmp_path)])
+    assert str(done.value) == (f"tierlab trace-stats: {tmp_path} is a directory; give a trace file, or the prefix of "
+                               "per-CPU blktrace files (DIR/loop0 for DIR/loop0.blktrace.N)")
+
+
+def test_the_same_trace_given_twice_is_refused_rather_than_counted_twice(tmp_path):
+    path = tmp_path / "q.ftrace"
+    path.write_text(FTRACE)
+    link = tmp_path / "again.ftrace"
+    link.symlink_to(path)
+    with pytest.raises(SystemExit) as done:
+        main(["trace-stats", str(path), str(link)])
+    assert str(done.value) == f"tierlab trace-stats: {link} is the same trace as {path}; give each trace once"
