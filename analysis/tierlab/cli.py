@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from . import manifest
@@ -14,13 +15,20 @@ from .tiers_check import format_check, run_check
 from .trace_stats import FORMATS, read_traces, trace_stats
 
 
-def _progress(done: int, total: int, label: str) -> None:
-    print(f"[{done}/{total}] reading {label}", file=sys.stderr, flush=True)
+def _progress():
+    """A progress callback for reading traces: each input as it starts, with the time left from the pace so far."""
+    started = time.monotonic()
+
+    def show(done: int, total: int, label: str) -> None:
+        spent = time.monotonic() - started
+        left = f"; about {spent / (done - 1) * (total - done + 1):.0f} s left" if done > 1 else ""
+        print(f"[{done}/{total}] reading {label}{left}", file=sys.stderr, flush=True)
+    return show
 
 
 def _analyze(args) -> None:
     run_dir = Path(args.run_dir)
-    tables = analyze(load_run(run_dir, args.tolerate_errors, _progress), args.stream_window,
+    tables = analyze(load_run(run_dir, args.tolerate_errors, _progress()), args.stream_window,
                      args.random_threshold, args.repeat_threshold)
     context = manifest.build(run_dir, "auto", with_artifacts=False)
     for path in write_tables(run_dir, tables) + write_run_report(run_dir / "report", context, tables):
@@ -48,7 +56,7 @@ def _compare(args) -> None:
 
 
 def _trace_stats(args) -> None:
-    stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress), args.page_size)
+    stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress()), args.page_size)
     if args.json:
         print(json.dumps(stats, indent=1, default=float))
         return

@@ -118,7 +118,9 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
     for path in host_dir.glob("raw/*/q03_try1.*"):
         path.unlink()
     q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace").read_bytes()
-    study.playbook("tpch.yml", layout="C+O", resume=run_dir.name)
+    done = study.playbook("tpch.yml", layout="C+O", resume=run_dir.name)
+    assert re.search(r"q03_try1 \(1 of 1\): ok in \d+\.\d+ s; about 0 s left", done.stdout), done.stdout[-3000:]
+    assert "q01_try1 (" not in done.stdout
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "ok"
     assert len(manifest["attempts"]) == 2

@@ -29,6 +29,8 @@ def main() -> None:
     move.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
+    plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
+    plan.add_argument("spec_file")
     args = parser.parse_args()
     try:
         if args.command == "tiers-up":
@@ -43,6 +45,8 @@ def main() -> None:
             layout.main(args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)
+        elif args.command == "run-plan":
+            runner.main_plan(args.spec_file)
     except HostError as exc:
         sys.exit(f"tierlab_host {args.command}: {exc}")
 

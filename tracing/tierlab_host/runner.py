@@ -3,9 +3,12 @@
 The server is left running at the end, as the engine role started it.
 Everything measured is written as soon as it exists: one JSON line per try in
 raw/queries.jsonl, so a run that stops half-way keeps its rows and a resumed
-run starts at the first (query, try) without one.
+run starts at the first (query, try) without one. Progress goes to
+raw/run.log as each try ends (`LABEL STATUS SECONDS`), and `failed: WHY` if the
+loop stops, for the playbook to show while the loop runs in the background.
 """
 
+import fcntl
 import json
 import os
 import subprocess
@@ -38,12 +41,45 @@ STATEMENT_LIMIT = {
     "mariadb": "SET SESSION max_statement_time={s}",
     "mysql": "SET SESSION max_execution_time={ms}",
 }
+# the progress log the playbook follows
+PROGRESS_LOG = "run.log"
 # what the server's error says when that limit stopped the statement
 LIMIT_ERRORS = ("max_statement_time", "maximum statement execution time exceeded")
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _pending(spec: dict, done: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    return [(query, attempt) for query in spec["queries"] for attempt in range(1, spec["tries"] + 1)
+            if (query, attempt) not in done]
+
+
+def plan(spec: dict) -> dict:
+    """The tries a run of this spec will make (those without a row), with a fresh progress log for them."""
+    raw = Path(spec["run_dir"]) / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / PROGRESS_LOG).write_text("")
+    return {"changed": False, "pending": [f"{query}_try{attempt}" for query, attempt in
+                                          _pending(spec, _done_tries(raw / "queries.jsonl"))]}
+
+
+def _progress(raw: Path, line: str) -> None:
+    with open(raw / PROGRESS_LOG, "a") as f:
+        f.write(line + "\n")
+
+
+def _lock(raw: Path):
+    """One query loop per run: a second one (e.g. a resume while an earlier loop still runs) is refused."""
+    lock = open(raw / "run.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise HostError(f"another query loop of this run is running (it holds {raw / 'run.lock'}); wait for it to "
+                        "end, then resume") from None
+    return lock
 
 
 def _done_tries(rows_file: Path) -> set[tuple[str, int]]:
@@ -133,10 +169,22 @@ def table_files(spec: dict) -> list[dict]:
 
 
 def run_queries(spec: dict) -> dict:
-    run_dir = Path(spec["run_dir"])
-    raw = run_dir / "raw"
+    raw = Path(spec["run_dir"]) / "raw"
     for sub in ("traces", "counters", "output"):
         (raw / sub).mkdir(parents=True, exist_ok=True)
+    lock = _lock(raw)
+    try:
+        result = _run_locked(spec, raw)
+    except Exception as exc:
+        _progress(raw, f"failed: {' '.join(str(exc).split())}")
+        raise
+    finally:
+        lock.close()
+    _progress(raw, "done")
+    return result
+
+
+def _run_locked(spec: dict, raw: Path) -> dict:
     rows_file = raw / "queries.jsonl"
     done = _done_tries(rows_file)
 
@@ -154,45 +202,43 @@ def run_queries(spec: dict) -> dict:
         (raw / "trace_backend.json").write_text(json.dumps({"backend": backend.name, "devices": spec["trace"]["devices"]}))
     failed_tries = 0
     try:
-        for query in spec["queries"]:
+        for query, attempt in _pending(spec, done):
             sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
-            for attempt in range(1, spec["tries"] + 1):
-                if (query, attempt) in done:
-                    continue
-                label = f"{query}_try{attempt}"
-                if spec["cold"]:
-                    _cold_restart(spec)
-                elif not mysqld.ping(spec["client_file"]):
-                    _start(spec)
-                before = mysqld.status_counters(spec["client_file"], COUNTERS)
-                emulators_before = emulator.require_running()
-                started_at = _now()
-                if backend:
-                    backend.start(label, raw / "traces")
-                result = execute(spec, sql, raw / "output" / f"{label}.tsv")
-                trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
-                row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
-                       "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
-                try:
-                    emulators_after = emulator.require_running()
-                except HostError as exc:
-                    # the try is kept as an error row, then the run stops: its tier no longer answers
-                    _append(rows_file, {**row, "status": "error", "error": str(exc)})
-                    raise
-                if mysqld.ping(spec["client_file"]):
-                    after = mysqld.status_counters(spec["client_file"], COUNTERS)
-                    deltas = {name: after[name] - before[name] for name in COUNTERS}
-                else:
-                    # the server died in the query: its counters died with it
-                    after = deltas = None
-                    crashed = "server was not running after the query"
-                    row.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
-                    _start(spec)
-                counters = {"before": before, "after": after, "delta": deltas,
-                            "device_model": emulator.counter_delta(emulators_before, emulators_after)}
-                (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
-                failed_tries += row["status"] != "ok"
-                _append(rows_file, row)
+            label = f"{query}_try{attempt}"
+            if spec["cold"]:
+                _cold_restart(spec)
+            elif not mysqld.ping(spec["client_file"]):
+                _start(spec)
+            before = mysqld.status_counters(spec["client_file"], COUNTERS)
+            emulators_before = emulator.require_running()
+            started_at = _now()
+            if backend:
+                backend.start(label, raw / "traces")
+            result = execute(spec, sql, raw / "output" / f"{label}.tsv")
+            trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
+            row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
+                   "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
+            try:
+                emulators_after = emulator.require_running()
+            except HostError as exc:
+                # the try is kept as an error row, then the run stops: its tier no longer answers
+                _append(rows_file, {**row, "status": "error", "error": str(exc)})
+                raise
+            if mysqld.ping(spec["client_file"]):
+                after = mysqld.status_counters(spec["client_file"], COUNTERS)
+                deltas = {name: after[name] - before[name] for name in COUNTERS}
+            else:
+                # the server died in the query: its counters died with it
+                after = deltas = None
+                crashed = "server was not running after the query"
+                row.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
+                _start(spec)
+            counters = {"before": before, "after": after, "delta": deltas,
+                        "device_model": emulator.counter_delta(emulators_before, emulators_after)}
+            (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
+            failed_tries += row["status"] != "ok"
+            _append(rows_file, row)
+            _progress(raw, f"{label} {row['status']} {row['elapsed_s']:.3f}")
     finally:
         if backend:
             backend.close()
@@ -201,4 +247,8 @@ def run_queries(spec: dict) -> dict:
 
 def main(spec_file: str) -> None:
     print(json.dumps(run_queries(json.loads(Path(spec_file).read_text()))))
+
+
+def main_plan(spec_file: str) -> None:
+    print(json.dumps(plan(json.loads(Path(spec_file).read_text()))))
 
