@@ -168,9 +168,10 @@ def check(specs: list[dict], runtime_s: float) -> dict:
         tier = {"name": spec["name"], "role": spec["role"], "emulation": spec["emulation"], "block_device": block_device}
         own = 1.0
         if spec["emulation"] == "model":
-            calibration = emulator.calibration(spec["emulator_mountpoint"])
-            own = dilation = calibration["dilation"]
-            tier["host_floor_p50_us"] = calibration["passthrough_p50_us"]
+            calibration = emulator.calibration(spec["emulator_mountpoint"]) or {}
+            # tiers calibrated before dilation existed ran the model as it is
+            own = dilation = calibration.get("dilation", 1.0)
+            tier["host_floor_p50_us"] = calibration.get("passthrough_p50_us")
         fio.touch(block_device, DEVICE_SPAN_BYTES)
         tier["jobs"] = _measure(spec, block_device, DEVICE_SPAN_BYTES, runtime_s, "device", own)
         scratch = _scratch_file(spec["path"])
