@@ -44,12 +44,18 @@ def _manifest(args) -> None:
 
 
 def _compare(args) -> None:
-    runs = {}
+    runs, dilations = {}, {}
     for run_dir in map(Path, args.run_dirs):
-        run_id = read_manifest(run_dir)["run_id"]
+        run = read_manifest(run_dir)
+        run_id = run["run_id"]
         if run_id in runs:
             raise RunDirError(f"run {run_id} is given twice ({run_dir} and an earlier argument); give each run once")
         runs[run_id] = read_tables(run_dir)
+        dilations[run_id] = (run.get("tiers_fidelity") or {}).get("dilation") or 1.0
+    if len(set(dilations.values())) > 1:
+        each = ", ".join(f"{run_id} {k:g}x" for run_id, k in dilations.items())
+        raise RunDirError(f"these runs' modelled time was dilated differently ({each}), so their times cannot be "
+                          "compared; run them on tiers brought up with the same tiers_dilation")
     out = Path(args.out) if args.out else Path(args.run_dirs[0]).parent / ("compare_" + "__".join(runs))[:200]
     for path in write_comparison_report(out, runs):
         print(path)

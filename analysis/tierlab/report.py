@@ -196,6 +196,11 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     title = f"tierlab run {manifest.get('run_id', '')}"
     queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
                                            "io_time_undilated_s", "rows"])
+    dilation = _dilation(manifest) or 1.0
+    # every elapsed time of a dilated run says so where it is shown
+    dilated = {"elapsed_s": f"elapsed_s (dilated {dilation:g}x)"} if dilation > 1 else {}
+    queries = queries.rename(columns=dilated)
+    shown_metrics = _present(metrics, METRIC_COLUMNS).rename(columns=dilated)
     warning, fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
     sections = [f"<p class='warning'>{html.escape(warning)}</p>"] if warning else []
     md = [f"# {title}", ""] + ([f"> **Warning.** {warning}", ""] if warning else [])
@@ -213,10 +218,10 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
                      "spans more than one page; percentages over read pages. Engine: InnoDB read-ahead pages / pages read "
                      "(Innodb_buffer_pool_read_ahead / Innodb_pages_read). Categories: 1 random repeated, 2 random, "
                      "3 sequential, 4 sequential repeated.</p>",
-                     _html_table(_present(metrics, METRIC_COLUMNS)),
+                     _html_table(shown_metrics),
                      plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(requests),
                      "<h2>Per-table breakdown of each query</h2>"]
-        md += ["", "## Per-query access patterns", "", _md_table(_present(metrics, METRIC_COLUMNS)), "",
+        md += ["", "## Per-query access patterns", "", _md_table(shown_metrics), "",
                "## Per-table breakdown", ""]
         for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
             sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>", _html_table(_present(part, TABLE_COLUMNS))]

@@ -50,3 +50,20 @@ def test_compare_refuses_the_same_run_given_twice(tmp_path, capsys):
         main(["compare", str(first), str(copy)])
     assert str(done.value) == (f"tierlab compare: run 20261123T092837Z_mariadb_tpch-sf0.1_C+O is given twice ({copy} "
                                "and an earlier argument); give each run once")
+
+
+def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_path):
+    dirs = []
+    for name, dilation in (("a", 9.0), ("b", 7.4)):
+        run_id = f"20261123T09000{len(dirs)}Z_mariadb_tpch-sf0.1_C+O"
+        path = run_dir(tmp_path / name, json.dumps({"schema_version": 1, "run_id": run_id,
+                                                     "tiers_fidelity": {"dilation": dilation}}))
+        (path / "tables").mkdir()
+        (path / "tables" / "queries.csv").write_text("query,try,status\n")
+        (path / "tables" / "query_metrics.csv").write_text("\n")
+        dirs.append(str(path))
+    with pytest.raises(SystemExit) as done:
+        main(["compare", *dirs])
+    assert str(done.value) == ("tierlab compare: these runs' modelled time was dilated differently "
+                               "(20261123T090000Z_mariadb_tpch-sf0.1_C+O 9x, 20261123T090001Z_mariadb_tpch-sf0.1_C+O 7.4x), "
+                               "so their times cannot be compared; run them on tiers brought up with the same tiers_dilation")
