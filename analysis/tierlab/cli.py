@@ -30,10 +30,14 @@ def _analyze(args) -> None:
     run_dir = Path(args.run_dir)
     tables = analyze(load_run(run_dir, args.tolerate_errors, _progress()), args.stream_window,
                      args.random_threshold, args.repeat_threshold)
+    queries = tables["queries"]
+    for row in queries[queries["trace_complete"].eq(False).fillna(False)].to_dict("records"):
+        print(f"warning: the trace of {row['query']} try {row['try']} has no end marker: it was cut short, and the "
+              "query's requests after the cut are missing (trace_complete=False in tables/queries.csv)",
+              file=sys.stderr)
     context = manifest.build(run_dir, "auto", with_artifacts=False)
     for path in write_tables(run_dir, tables) + write_run_report(run_dir / "report", context, tables):
         print(path)
-    queries = tables["queries"]
     print(queries.to_string(index=False, columns=["query", "try", "status", "elapsed_s", "io_time_s", "rows"]))
 
 

@@ -195,15 +195,22 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     metrics, table_metrics, requests = tables["query_metrics"], tables["table_metrics"], tables["requests"]
     title = f"tierlab run {manifest.get('run_id', '')}"
     queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
-                                           "io_time_undilated_s", "rows"])
+                                           "io_time_undilated_s", "rows", "trace_complete"])
     dilation = _dilation(manifest) or 1.0
     # every elapsed time of a dilated run says so where it is shown
     dilated = {"elapsed_s": f"elapsed_s (dilated {dilation:g}x)"} if dilation > 1 else {}
     queries = queries.rename(columns=dilated)
     shown_metrics = _present(metrics, METRIC_COLUMNS).rename(columns=dilated)
     warning, fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
-    sections = [f"<p class='warning'>{html.escape(warning)}</p>"] if warning else []
-    md = [f"# {title}", ""] + ([f"> **Warning.** {warning}", ""] if warning else [])
+    warnings = [warning] if warning else []
+    if "trace_complete" in queries:
+        cut = queries[queries["trace_complete"].eq(False).fillna(False)]
+        if not cut.empty:
+            tries = ", ".join(f"{q} try {t}" for q, t in zip(cut["query"], cut["try"], strict=True))
+            warnings.append(f"The traces of {tries} were cut short (no end marker): their metrics miss the requests "
+                            "after the cut.")
+    sections = [f"<p class='warning'>{html.escape(text)}</p>" for text in warnings]
+    md = [f"# {title}", ""] + [line for text in warnings for line in (f"> **Warning.** {text}", "")]
     sections += [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]
     md += [_md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error"]))]
     if fidelity_lines:

@@ -26,7 +26,7 @@ from .parse_ftrace import concat_requests, parse_ftrace
 # the results format this tierlab writes and reads (results/README.md)
 SCHEMA_VERSION = 1
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
-                 "started_at", "events_lost"]
+                 "started_at", "events_lost", "trace_complete"]
 
 
 @dataclass
@@ -73,7 +73,8 @@ def read_manifest(run_dir: Path) -> dict:
 def read_query_rows(run_dir: Path) -> pd.DataFrame:
     rows_file = run_dir / "raw" / "queries.jsonl"
     rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()] if rows_file.exists() else []
-    frame = pd.DataFrame(rows, columns=[c for c in QUERY_COLUMNS if not c.startswith("io_time")] + ["trace_files"])
+    frame = pd.DataFrame(rows, columns=[c for c in QUERY_COLUMNS if not c.startswith("io_time") and c != "trace_complete"]
+                         + ["trace_files"])
     return frame
 
 
@@ -81,6 +82,12 @@ def _window(markers: list[tuple[float, str]], label: str) -> tuple[float, float]
     start = next((ts for ts, text in markers if text == f"tierlab start {label}"), -np.inf)
     end = next((ts for ts, text in markers if text == f"tierlab end {label}"), np.inf)
     return start, end
+
+
+def _complete(names: list[str], start: float, end: float) -> bool:
+    """Whether the whole query window was traced: an ftrace window has both its markers (a trace cut short
+    has lost its end); a blktrace capture is started and stopped around the query, with no markers to miss."""
+    return not names[0].endswith(".ftrace") or (np.isfinite(start) and np.isfinite(end))
 
 
 def _read_window_trace(run_dir: Path, names: list[str], tolerate_errors: bool):
@@ -109,6 +116,7 @@ def read_requests(run_dir: Path, rows: pd.DataFrame, tolerate_errors: bool = Fal
         frames.append(trace.requests.assign(
             query=pd.Series(np.where(inside, row["query"], None), dtype="string"), **{"try": row["try"]}))
         counts.append({"query": row["query"], "try": row["try"], "files": " ".join(row["trace_files"]),
+                       "trace_complete": _complete(row["trace_files"], start, end),
                        "outside_window": int((~inside).sum()), **trace.counts})
     requests = concat_requests(frames) if frames else pd.DataFrame()
     return requests, pd.DataFrame(counts)
@@ -202,6 +210,9 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
             for (obj, tier), part in group.groupby(["object", "tier"], sort=True):
                 rows["table"].append({**key, "object": obj, "tier": tier, **summary(part)})
     queries = run.queries.copy()
+    complete = {(r["query"], r["try"]): bool(r["trace_complete"]) for r in run.trace_counts.to_dict("records")}
+    queries["trace_complete"] = pd.array([complete.get((q, t)) for q, t in zip(queries["query"], queries["try"], strict=True)],
+                                         dtype="boolean")
     query_metrics = pd.DataFrame(rows["query"])
     if not query_metrics.empty:
         io_time = query_metrics.set_index(["query", "try"])["io_time_s"]
