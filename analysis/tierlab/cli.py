@@ -10,7 +10,7 @@ from . import manifest
 from .errors import RunDirError, TierlabError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
-from .run_io import analyze, load_run, read_manifest, read_tables, write_tables
+from .run_io import analyze, cut_traces, load_run, read_manifest, read_tables, write_tables
 from .tiers_check import format_check, run_check
 from .trace_stats import FORMATS, read_traces, trace_stats
 
@@ -31,8 +31,8 @@ def _analyze(args) -> None:
     tables = analyze(load_run(run_dir, args.tolerate_errors, _progress()), args.stream_window,
                      args.random_threshold, args.repeat_threshold)
     queries = tables["queries"]
-    for row in queries[queries["trace_complete"].eq(False).fillna(False)].to_dict("records"):
-        print(f"warning: the trace of {row['query']} try {row['try']} has no end marker: it was cut short, and the "
+    for query, attempt in cut_traces(queries):
+        print(f"warning: the trace of {query} try {attempt} has no end marker: it was cut short, and the "
               "query's requests after the cut are missing (trace_complete=False in tables/queries.csv)",
               file=sys.stderr)
     context = manifest.build(run_dir, "auto", with_artifacts=False)

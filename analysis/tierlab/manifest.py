@@ -9,7 +9,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .run_io import SCHEMA_VERSION, read_query_rows
+from .run_io import SCHEMA_VERSION, read_query_rows, tiers_dilation
 
 STATUSES = ("ok", "partial", "failed")
 
@@ -58,9 +58,8 @@ def layout_files(study: dict, extents: dict | None) -> dict:
 
 def tiers_fidelity(tiers: list[dict], tiers_check: dict | None) -> dict:
     """How faithful the run's emulated tiers were: the dilation of modelled time and the self-check's verdicts."""
-    dilations = {t["calibration"].get("dilation", 1.0) for t in tiers if t.get("calibration")}
     verdicts = (tiers_check or {}).get("fidelity") or {}
-    return {"dilation": max(dilations) if dilations else None, "verdict": verdicts.get("verdict"),
+    return {"dilation": tiers_dilation(tiers), "verdict": verdicts.get("verdict"),
             "tiers": verdicts.get("tiers", {}), "reasons": verdicts.get("reasons", [])}
 
 

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
+from .run_io import cut_traces, tiers_dilation  # noqa: E402
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
                  "engine_sequential_pct", "repeat_access_rate", "category", "read_pages", "latency_p50_us", "latency_p99_us"]
@@ -131,6 +132,7 @@ def _tier_label(tier: dict) -> str:
 
 
 def run_context(manifest: dict) -> list[tuple[str, str]]:
+    dilation = tiers_dilation(manifest.get("tiers", []))
     tiers = "; ".join(_tier_label(t) for t in manifest.get("tiers", []))
     workload = manifest.get("workload", {})
     return [
@@ -139,14 +141,9 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
         ("workload", f"{workload.get('name', '')} SF {workload.get('scale_factor', '')}, {workload.get('cache_state', '')}"),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
-        ("modelled time dilated", f"{_dilation(manifest):g}x" if _dilation(manifest) else "no"),
+        ("modelled time dilated", f"{dilation:g}x" if dilation else "no"),
         ("tiers' fidelity", ((manifest.get("tiers_check") or {}).get("fidelity") or {}).get("verdict") or "not checked"),
     ]
-
-
-def _dilation(manifest: dict) -> float | None:
-    found = {t["calibration"].get("dilation", 1.0) for t in manifest.get("tiers", []) if t.get("calibration")}
-    return max(found) if found else None
 
 
 def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, list[str], pd.DataFrame]:
@@ -154,7 +151,7 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, li
     paragraphs that say what the emulation did to the figures, and each query's late-reply share per tier."""
     check = manifest.get("tiers_check") or {}
     verdicts = check.get("fidelity")
-    dilation = _dilation(manifest)
+    dilation = tiers_dilation(manifest.get("tiers", []))
     late = pd.DataFrame()
     if "model_late_pct" in tier_metrics:
         late = tier_metrics.pivot_table(index=["query", "try"], columns="tier", values="model_late_pct", dropna=False)
@@ -196,19 +193,18 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     title = f"tierlab run {manifest.get('run_id', '')}"
     queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
                                            "io_time_undilated_s", "rows", "trace_complete"])
-    dilation = _dilation(manifest) or 1.0
+    dilation = tiers_dilation(manifest.get("tiers", [])) or 1.0
     # every elapsed time of a dilated run says so where it is shown
     dilated = {"elapsed_s": f"elapsed_s (dilated {dilation:g}x)"} if dilation > 1 else {}
     queries = queries.rename(columns=dilated)
     shown_metrics = _present(metrics, METRIC_COLUMNS).rename(columns=dilated)
     warning, fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
     warnings = [warning] if warning else []
-    if "trace_complete" in queries:
-        cut = queries[queries["trace_complete"].eq(False).fillna(False)]
-        if not cut.empty:
-            tries = ", ".join(f"{q} try {t}" for q, t in zip(cut["query"], cut["try"], strict=True))
-            warnings.append(f"The traces of {tries} were cut short (no end marker): their metrics miss the requests "
-                            "after the cut.")
+    cut = cut_traces(queries) if "trace_complete" in queries else []
+    if cut:
+        tries = ", ".join(f"{query} try {attempt}" for query, attempt in cut)
+        warnings.append(f"The traces of {tries} were cut short (no end marker): their metrics miss the requests "
+                        "after the cut.")
     sections = [f"<p class='warning'>{html.escape(text)}</p>" for text in warnings]
     md = [f"# {title}", ""] + [line for text in warnings for line in (f"> **Warning.** {text}", "")]
     sections += [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]

@@ -42,10 +42,20 @@ class Run:
 
     @property
     def dilation(self) -> float | None:
-        """How many times the modelled tiers stretched modelled time (None: no modelled tier, or a run from
-        before dilation); the same on every modelled tier of a host."""
-        found = {t["calibration"].get("dilation", 1.0) for t in self.tiers if t.get("calibration")}
-        return max(found) if found else None
+        return tiers_dilation(self.tiers)
+
+
+def tiers_dilation(tiers: list[dict]) -> float | None:
+    """How many times a run's modelled tiers stretched modelled time, from their calibration (None: no modelled
+    tier); the same on every modelled tier of a host, and 1 for tiers calibrated before dilation existed."""
+    found = {t["calibration"].get("dilation", 1.0) for t in tiers if t.get("calibration")}
+    return max(found) if found else None
+
+
+def cut_traces(queries: pd.DataFrame) -> list[tuple[str, int]]:
+    """The (query, try) whose trace lost its end marker (trace_complete False in an analyzed queries table)."""
+    cut = queries[queries["trace_complete"].eq(False).fillna(False)]
+    return list(zip(cut["query"], cut["try"], strict=True))
 
 
 def _read_json(path: Path):
