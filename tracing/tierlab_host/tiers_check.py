@@ -15,12 +15,11 @@ faithful, with the reason.
 
 import json
 import os
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 from . import emulator, fio
-from .system import device_name, device_of_path
+from .system import device_name, device_of_path, run
 
 BLOCK_BYTES = (4096, 16384)
 PATTERNS = ("read", "randread")
@@ -71,8 +70,8 @@ def _measure(spec: dict, target: str, span_bytes: int, runtime_s: float, medium:
 def _scratch_file(path: str) -> Path:
     """A file on the tier for the check, written through to the device so that reading it reads the device."""
     scratch = Path(path) / SCRATCH_NAME
-    subprocess.run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={FILE_SPAN_BYTES >> 20}",
-                    "oflag=direct", "conv=fsync", "status=none"], check=True)
+    run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={FILE_SPAN_BYTES >> 20}", "oflag=direct", "conv=fsync",
+         "status=none"])
     return scratch
 
 
