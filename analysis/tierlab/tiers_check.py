@@ -37,9 +37,9 @@ def _target(job: dict) -> str:
 
 def format_check(result: dict) -> str:
     dilation = result.get("dilation")
-    lines = [f"checked at {result['checked_at']}, {result['runtime_s']:g} s per job, read-only on each device (first "
-             f"{result['span_bytes'] >> 20} MiB) and through each file system (a {result['file_span_bytes'] >> 20} MiB "
-             "scratch file, removed after)"]
+    lines = [f"checked at {result['checked_at']}, {result['runtime_s']:g} s per job in {result['rounds']} interleaved "
+             f"rounds (figures: the median round), read-only on each device (first {result['span_bytes'] >> 20} MiB) "
+             f"and through each file system (a {result['file_span_bytes'] >> 20} MiB scratch file, removed after)"]
     if dilation:
         lines.append(f"modelled time dilated {dilation:g}x on every modelled tier: targets are the device model's "
                      f"figures with latencies x{dilation:g} and IOPS /{dilation:g}")

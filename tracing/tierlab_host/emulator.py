@@ -10,6 +10,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ STOP_TIMEOUT_S = 20
 HALT_POLL_KNOB = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 HALT_POLL_NS = 200_000
 CALIBRATION_SPAN_BYTES = 256 << 20
-CALIBRATION_RUNS, CALIBRATION_RUN_S = 5, 0.4
+CALIBRATION_RUNS, CALIBRATION_RUN_S = 7, 0.4
 # the dilation keeps every model this much above the host's own cost and within its throughput
 DILATION_MARGIN = 2.0
 # the host's throughput is measured, and each model's peak taken, at the self-check's deepest job
@@ -155,48 +156,65 @@ def _needed_dilation(spec: dict, host: dict) -> dict:
     return {"floor": round(floor, 2), "throughput": round(throughput, 2)}
 
 
-def _passthrough(spec: dict, block_device: str) -> dict:
-    """The host's own cost with the model off: a fixed and a per-KiB cost at queue depth 1 (from 4 KiB
+def _model(specs: list[dict], state: str) -> None:
+    for spec in specs:
+        (Path(spec["emulator_mountpoint"]) / "control").write_text(f"model {state}\n")
+
+
+def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, dict]:
+    """Each tier's host cost with the model off: a fixed and a per-KiB cost at queue depth 1 (from 4 KiB
     and 64 KiB random reads), and the IOPS it can carry at depth."""
-    control = Path(spec["emulator_mountpoint"]) / "control"
-    control.write_text("model off\n")
+    _model(specs, "off")
     try:
-        fio.touch(block_device, CALIBRATION_SPAN_BYTES)
-        small = _median_p50(block_device, "randread", 4096)
-        large = _median_p50(block_device, "randread", 65536)
-        deep = fio.job(block_device, "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH, 1, CALIBRATION_SPAN_BYTES)
+        for spec in specs:
+            fio.touch(block_devices[spec["name"]], CALIBRATION_SPAN_BYTES)
+        p50s = _median_p50s([(block_devices[spec["name"]], "randread", block_bytes)
+                             for spec in specs for block_bytes in (4096, 65536)])
+        deep = {spec["name"]: fio.job(block_devices[spec["name"]], "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH,
+                                      1, CALIBRATION_SPAN_BYTES)["iops"] for spec in specs}
     finally:
-        control.write_text("model on\n")
-    per_kib_us = max(0.0, (large - small) / 60)
-    return {"fixed_us": max(0.0, small - 4 * per_kib_us), "per_kib_us": per_kib_us,
-            "passthrough_p50_us": {"4096": small, "65536": large}, "iops_16k_qd32": deep["iops"]}
+        _model(specs, "on")
+    host = {}
+    for i, spec in enumerate(specs):
+        small, large = p50s[2 * i], p50s[2 * i + 1]
+        per_kib_us = max(0.0, (large - small) / 60)
+        host[spec["name"]] = {"fixed_us": max(0.0, small - 4 * per_kib_us), "per_kib_us": per_kib_us,
+                              "passthrough_p50_us": {"4096": small, "65536": large},
+                              "iops_16k_qd32": deep[spec["name"]]}
+    return host
 
 
-def _median_p50(block_device: str, rw: str, block_bytes: int) -> float:
-    """The median p50 latency of short fio runs at queue depth 1: the host's cost drifts by tens of percent
-    from one second to the next, and one run would take whatever moment it fell on."""
-    p50s = sorted(fio.job(block_device, rw, block_bytes, 1, CALIBRATION_RUN_S, CALIBRATION_SPAN_BYTES)["lat_us"]["p50"]
-                  for _ in range(CALIBRATION_RUNS))
-    return p50s[len(p50s) // 2]
+def _median_p50s(jobs: list[tuple[str, str, int]]) -> list[float]:
+    """The median p50 latency of each (device, rw, block bytes) at queue depth 1 over CALIBRATION_RUNS short
+    runs, the jobs interleaved: the host's cost shifts by tens of percent from one second to the next, and
+    jobs measured apart would each take whatever moment they fell on."""
+    p50s: list[list[float]] = [[] for _ in jobs]
+    for _ in range(CALIBRATION_RUNS):
+        for i, (block_device, rw, block_bytes) in enumerate(jobs):
+            p50s[i].append(fio.job(block_device, rw, block_bytes, 1, CALIBRATION_RUN_S, CALIBRATION_SPAN_BYTES)
+                           ["lat_us"]["p50"])
+    return [statistics.median(values) for values in p50s]
 
 
-def _misses(spec: dict, block_device: str, dilation: float) -> list[list[float]]:
-    """What replies still miss their dilated modelled latency by, at the model's shortest and longest
-    4 KiB reads at queue depth 1: [[latency us, miss us], ...]. A long wait lets the host's CPUs halt,
-    and waking them costs more than the pass-through cost measured back to back."""
-    points = []
-    for rw in ("read", "randread"):
-        modelled_us = dilation * model_job(spec, rw, 4096, 1)["lat_us"]["p50"]
-        if modelled_us == 0:
-            # passthrough: every reply leaves at once, so there is nothing to correct
-            return [[0.0, 0.0], [0.0, 0.0]]
-        measured_us = _median_p50(block_device, rw, 4096)
-        points.append([round(modelled_us, 2), round(measured_us - modelled_us, 2)])
-    points.sort()
-    if points[0][0] == points[1][0]:
-        # a flat model: one latency, so one miss
-        points = [[points[0][0], round((points[0][1] + points[1][1]) / 2, 2)]] * 2
-    return points
+def _misses(specs: list[dict], block_devices: dict[str, str], dilation: float) -> dict[str, list[list[float]]]:
+    """What each tier's replies still miss their dilated modelled latency by, at the model's shortest and
+    longest 4 KiB reads at queue depth 1: [[latency us, miss us], ...]. A long wait lets the host's CPUs
+    halt, and waking them costs more than the pass-through cost measured back to back."""
+    modelled = {spec["name"]: {rw: dilation * model_job(spec, rw, 4096, 1)["lat_us"]["p50"] for rw in ("read", "randread")}
+                for spec in specs}
+    # passthrough: every reply leaves at once, so there is nothing to correct
+    timed = [spec for spec in specs if min(modelled[spec["name"]].values()) > 0]
+    jobs = [(block_devices[spec["name"]], rw, 4096) for spec in timed for rw in ("read", "randread")]
+    measured = dict(zip(jobs, _median_p50s(jobs), strict=True))
+    misses = {spec["name"]: [[0.0, 0.0], [0.0, 0.0]] for spec in specs}
+    for spec in timed:
+        points = sorted([round(modelled_us, 2), round(measured[(block_devices[spec["name"]], rw, 4096)] - modelled_us, 2)]
+                        for rw, modelled_us in modelled[spec["name"]].items())
+        if points[0][0] == points[1][0]:
+            # a flat model: one latency, so one miss
+            points = [[points[0][0], round((points[0][1] + points[1][1]) / 2, 2)]] * 2
+        misses[spec["name"]] = points
+    return misses
 
 
 def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | float) -> float:
@@ -208,9 +226,10 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
     model stays above the host (DILATION_MARGIN over its floor and its
     throughput), or the given number is used as it is. Last, what replies
     still miss by at a short and a long modelled latency is measured and added
-    to the host's cost.
+    to the host's cost. Every tier is measured in the same rounds, so that all
+    of them are calibrated against the same moments of the host.
     """
-    host = {spec["name"]: _passthrough(spec, block_devices[spec["name"]]) for spec in specs}
+    host = _passthrough(specs, block_devices)
     needed = {spec["name"]: _needed_dilation(spec, host[spec["name"]]) for spec in specs}
     least = max([1.0] + [max(n.values()) for n in needed.values()])
     k = math.ceil(least * 10) / 10 if dilation == "auto" else float(dilation)
@@ -220,14 +239,17 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
         control.write_text(f"dilation {k:g}\n")
         control.write_text(f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}\n")
         control.write_text("miss 0 0 0 0\n")
-        misses = _misses(spec, block_devices[spec["name"]], k)
-        control.write_text(f"miss {misses[0][0]} {misses[0][1]} {misses[1][0]} {misses[1][1]}\n")
+    misses = _misses(specs, block_devices, k)
+    for spec in specs:
+        own, points = host[spec["name"]], misses[spec["name"]]
+        control = Path(spec["emulator_mountpoint"]) / "control"
+        control.write_text(f"miss {points[0][0]} {points[0][1]} {points[1][0]} {points[1][1]}\n")
         calibration = {
             "dilation": k, "dilation_setting": dilation, "dilation_needed": needed[spec["name"]],
             "dilation_needed_by_host": round(least, 2),
             "fixed_us": round(own["fixed_us"], 3), "per_kib_us": round(own["per_kib_us"], 4),
             "passthrough_p50_us": own["passthrough_p50_us"], "passthrough_iops_16k_qd32": own["iops_16k_qd32"],
-            "miss_us": misses,
+            "miss_us": points,
             "guest_halt_poll_ns": int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None,
         }
         _calibration_file(spec["emulator_mountpoint"]).write_text(json.dumps(calibration, indent=1))

@@ -4,7 +4,8 @@ Each tier is measured twice: on its block device (4 KiB and 16 KiB requests,
 sequential and random, at queue depths 1 and 32, over the first GiB, read
 once before so that an emulator serves it from touched pages) and
 through its file system as a database reads it (a scratch file written for
-the check and removed after it, read with O_DIRECT). For a modelled tier every
+the check and removed after it, read with O_DIRECT), each job in rounds
+interleaved with the others'. For a modelled tier every
 job has a target: what its device model alone gives for the same job (the
 emulator's `--job`), stretched by the host's dilation. The contrasts the study
 rests on (random against sequential, the capacity tier against the fast one,
@@ -14,7 +15,7 @@ faithful, with the reason.
 """
 
 import json
-import os
+import statistics
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,6 +35,8 @@ VERDICTS = ("faithful", "degraded", "not faithful")
 # a job where more of the emulator's replies than this were late measured the host, not the model
 LATE_SHARE_LIMIT = 0.05
 DEEP_BLOCK_BYTES, DEEP_IODEPTH = 16384, 32
+# each job's runtime is split into this many rounds, interleaved with the other jobs'
+ROUNDS = 8
 
 
 def _jobs(medium: str) -> list[tuple[str, int, int]]:
@@ -49,22 +52,41 @@ def _late_and_requests(spec: dict) -> tuple[int, int]:
     return live["late"], sum(c["requests"] for c in live["classes"].values())
 
 
-def _measure(spec: dict, target: str, span_bytes: int, runtime_s: float, medium: str, dilation: float) -> list[dict]:
-    modelled = spec["emulation"] == "model"
-    jobs = []
-    for rw, block_bytes, iodepth in _jobs(medium):
-        before = _late_and_requests(spec) if modelled else None
-        job = fio.job(target, rw, block_bytes, iodepth, runtime_s, span_bytes)
-        job["medium"] = medium
-        if modelled:
-            after = _late_and_requests(spec)
-            job["late_share"] = round((after[0] - before[0]) / max(1, after[1] - before[1]), 4)
-            model = emulator.model_job(spec, rw, block_bytes, iodepth)
-            job["target"] = {"iops": round(model["iops"] / dilation, 1),
-                             "p50_us": round(model["lat_us"]["p50"] * dilation, 2),
-                             "model_iops": model["iops"], "model_p50_us": model["lat_us"]["p50"]}
-        jobs.append(job)
-    return jobs
+def _measure(plan: list[dict], runtime_s: float) -> list[dict]:
+    """Every job of the plan, in ROUNDS interleaved rounds of runtime_s / ROUNDS each, summarised per job by
+    the median over its rounds. The host's cost per request shifts by tens of percent from one second to
+    the next (which CPUs the loop worker, the emulator and fio land on), so two jobs measured a minute
+    apart would compare two moments of the host rather than two access patterns or two tiers; interleaved
+    rounds give every job the same moments."""
+    runs: list[list[dict]] = [[] for _ in plan]
+    late = [[0, 0] for _ in plan]
+    for _ in range(ROUNDS):
+        for i, entry in enumerate(plan):
+            spec = entry["spec"]
+            modelled = spec["emulation"] == "model"
+            before = _late_and_requests(spec) if modelled else None
+            runs[i].append(fio.job(entry["target"], *entry["job"], runtime_s / ROUNDS, entry["span_bytes"]))
+            if modelled:
+                after = _late_and_requests(spec)
+                late[i] = [late[i][0] + after[0] - before[0], late[i][1] + after[1] - before[1]]
+    return [_summary(entry, rounds, shares) for entry, rounds, shares in zip(plan, runs, late, strict=True)]
+
+
+def _summary(entry: dict, rounds: list[dict], late: list[int]) -> dict:
+    rw, block_bytes, iodepth = entry["job"]
+    job = {"rw": rw, "block_bytes": block_bytes, "iodepth": iodepth, "medium": entry["medium"], "rounds": len(rounds),
+           "iops": statistics.median([r["iops"] for r in rounds]),
+           "lat_us": {p: statistics.median([r["lat_us"][p] for r in rounds]) for p in rounds[0]["lat_us"]},
+           "mean_us": statistics.median([r["mean_us"] for r in rounds]),
+           "p50_us_by_round": [r["lat_us"]["p50"] for r in rounds]}
+    spec = entry["spec"]
+    if spec["emulation"] == "model":
+        job["late_share"] = round(late[0] / max(1, late[1]), 4)
+        model = emulator.model_job(spec, rw, block_bytes, iodepth)
+        job["target"] = {"iops": round(model["iops"] / entry["dilation"], 1),
+                         "p50_us": round(model["lat_us"]["p50"] * entry["dilation"], 2),
+                         "model_iops": model["iops"], "model_p50_us": model["lat_us"]["p50"]}
+    return job
 
 
 def _scratch_file(path: str) -> Path:
@@ -158,32 +180,43 @@ def fidelity(tiers: list[dict], found: list[dict]) -> dict:
     return {"verdict": _worst(list(per_tier.values())), "tiers": per_tier, "reasons": reasons}
 
 
+def _tier(spec: dict) -> dict:
+    tier = {"name": spec["name"], "role": spec["role"], "emulation": spec["emulation"],
+            "block_device": f"/dev/{device_name(device_of_path(spec['path']))}"}
+    if spec["emulation"] == "model":
+        calibration = emulator.calibration(spec["emulator_mountpoint"]) or {}
+        # tiers calibrated before dilation existed ran the model as it is
+        tier["dilation"] = calibration.get("dilation", 1.0)
+        tier["host_floor_p50_us"] = calibration.get("passthrough_p50_us")
+    return tier
+
+
 def check(specs: list[dict], runtime_s: float) -> dict:
     emulator.require_running()
-    tiers = []
-    dilation = None
-    for spec in specs:
-        block_device = f"/dev/{device_name(device_of_path(spec['path']))}"
-        tier = {"name": spec["name"], "role": spec["role"], "emulation": spec["emulation"], "block_device": block_device}
-        own = 1.0
-        if spec["emulation"] == "model":
-            calibration = emulator.calibration(spec["emulator_mountpoint"]) or {}
-            # tiers calibrated before dilation existed ran the model as it is
-            own = dilation = calibration.get("dilation", 1.0)
-            tier["host_floor_p50_us"] = calibration.get("passthrough_p50_us")
-        fio.touch(block_device, DEVICE_SPAN_BYTES)
-        tier["jobs"] = _measure(spec, block_device, DEVICE_SPAN_BYTES, runtime_s, "device", own)
-        scratch = _scratch_file(spec["path"])
-        try:
-            tier["jobs"] += _measure(spec, str(scratch), FILE_SPAN_BYTES, runtime_s, "file", own)
-        finally:
-            os.unlink(scratch)
+    tiers = [_tier(spec) for spec in specs]
+    plan, scratch = [], []
+    try:
+        for spec, tier in zip(specs, tiers, strict=True):
+            fio.touch(tier["block_device"], DEVICE_SPAN_BYTES)
+            scratch.append(_scratch_file(spec["path"]))
+            for medium, target, span_bytes in (("device", tier["block_device"], DEVICE_SPAN_BYTES),
+                                               ("file", str(scratch[-1]), FILE_SPAN_BYTES)):
+                plan += [{"spec": spec, "tier": tier, "medium": medium, "target": target, "span_bytes": span_bytes,
+                          "job": job, "dilation": tier.get("dilation", 1.0)} for job in _jobs(medium)]
+        measured = _measure(plan, runtime_s)
+    finally:
+        for path in scratch:
+            path.unlink()
+    for spec, tier in zip(specs, tiers, strict=True):
+        tier["jobs"] = [job for entry, job in zip(plan, measured, strict=True) if entry["tier"] is tier]
         if spec["emulation"] == "model":
             tier["emulator"] = emulator.stats(spec["emulator_mountpoint"])
-        tiers.append(tier)
     found = contrasts(tiers)
-    return {"checked_at": datetime.now(UTC).isoformat(timespec="seconds"), "runtime_s": runtime_s,
-            "span_bytes": DEVICE_SPAN_BYTES, "file_span_bytes": FILE_SPAN_BYTES, "dilation": dilation,
+    # one dilation for all modelled tiers of a host
+    dilations = [t["dilation"] for t in tiers if "dilation" in t]
+    return {"checked_at": datetime.now(UTC).isoformat(timespec="seconds"), "runtime_s": runtime_s, "rounds": ROUNDS,
+            "span_bytes": DEVICE_SPAN_BYTES, "file_span_bytes": FILE_SPAN_BYTES,
+            "dilation": dilations[0] if dilations else None,
             "tiers": tiers, "contrasts": found, "fidelity": fidelity(tiers, found)}
 
 
