@@ -36,16 +36,20 @@ def page_spans(requests: pd.DataFrame, page_bytes: int) -> pd.DataFrame:
 
 
 def page_counts(spans: pd.DataFrame) -> tuple[int, int]:
-    """(pages accessed with repetition, distinct pages)."""
+    """(pages accessed with repetition, distinct pages). Distinct pages are the size of the union of the
+    requests' page ranges in each space, so that memory follows the number of requests, not their sizes."""
     if spans.empty:
         return 0, 0
-    lengths = (spans["last_page"] - spans["first_page"] + 1).to_numpy()
     codes, _ = pd.factorize(spans["space"])
-    first = np.repeat(spans["first_page"].to_numpy(), lengths)
-    # the position of each expanded page within its request
-    within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    keys = np.repeat(codes.astype(np.int64), lengths) << 40 | (first + within)
-    return int(lengths.sum()), int(np.unique(keys).size)
+    first, last = spans["first_page"].to_numpy(), spans["last_page"].to_numpy()
+    order = np.lexsort((first, codes))
+    codes, first, last = codes[order], first[order], last[order]
+    # ranges sorted by first page: each adds the pages beyond the furthest one an earlier range of its space reached
+    reached = pd.Series(last).groupby(codes).cummax().to_numpy()
+    before = np.r_[first[0] - 1, reached[:-1]]
+    space_start = np.r_[True, codes[1:] != codes[:-1]]
+    before = np.where(space_start, first - 1, np.maximum(before, first - 1))
+    return int((last - first + 1).sum()), int((last - before).clip(min=0).sum())
 
 
 def repeat_access_rate(spans: pd.DataFrame) -> float:

@@ -143,3 +143,21 @@ def test_size_histogram_buckets_by_upper_bound():
     frame = requests([(0, 0, 1), (1, 8, 8), (2, 16, 32), (3, 48, 32), (4, 80, 2560)])
     histogram = size_histogram(frame)
     assert histogram.to_dict("list") == {"size_le_bytes": [512, 4096, 16384, -1], "requests": [1, 1, 2, 1]}
+
+
+def test_page_counts_equal_counting_every_page_of_every_request_on_random_spans():
+    rng = np.random.default_rng(7)
+    n = 2000
+    spans = pd.DataFrame({"space": rng.choice(["file:a", "file:b", "dev:7:1"], n),
+                          "first_page": rng.integers(0, 500, n)})
+    spans["last_page"] = spans["first_page"] + rng.integers(0, 40, n)
+    seen = set()
+    for space, first, last in spans.itertuples(index=False):
+        seen.update((space, page) for page in range(first, last + 1))
+    assert page_counts(spans) == (int((spans["last_page"] - spans["first_page"] + 1).sum()), len(seen))
+
+
+def test_pages_of_huge_ranges_are_counted_without_listing_each_page():
+    # 2^40 pages would take 8 TiB listed one by one
+    spans = pd.DataFrame({"space": ["dev:7:1"] * 2, "first_page": [0, 1 << 39], "last_page": [(1 << 40) - 1] * 2})
+    assert page_counts(spans) == ((1 << 40) + (1 << 39), 1 << 40)
