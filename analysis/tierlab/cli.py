@@ -6,13 +6,15 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from . import manifest
 from .errors import RunDirError, TierlabError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .report import write_comparison_report, write_run_report
 from .run_io import analyze, cut_traces, load_run, read_manifest, read_tables, write_tables
 from .tiers_check import format_check, run_check
-from .trace_stats import FORMATS, read_traces, trace_stats
+from .trace_stats import FORMATS, read_traces, suspect, trace_stats
 
 
 def _progress():
@@ -35,6 +37,10 @@ def _analyze(args) -> None:
         print(f"warning: the trace of {query} try {attempt} has no end marker: it was cut short, and the "
               "query's requests after the cut are missing (trace_complete=False in tables/queries.csv)",
               file=sys.stderr)
+    for row in tables["trace_counts"].to_dict("records"):
+        for problem in suspect({key: value for key, value in row.items() if pd.notna(value)}):
+            print(f"warning: the trace of {row['query']} try {row['try']} has {problem} (tables/trace_counts.csv)",
+                  file=sys.stderr)
     context = manifest.build(run_dir, "auto", with_artifacts=False)
     for path in write_tables(run_dir, tables) + write_run_report(run_dir / "report", context, tables):
         print(path)
@@ -67,6 +73,8 @@ def _compare(args) -> None:
 
 def _trace_stats(args) -> None:
     stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress()), args.page_size)
+    for problem in suspect(stats["counts"]):
+        print(f"warning: the trace has {problem}", file=sys.stderr)
     if args.json:
         print(json.dumps(stats, indent=1, default=float))
         return

@@ -57,7 +57,7 @@ How the binary decoder goes about it: files are memory-mapped and read a chunk a
 runs of records of one size are viewed as numpy structured arrays (only records with
 irregular payload sizes are walked one by one); a worker thread decodes and merges the
 files by time while the caller's thread matches completions in batches (a sort by device
-and sector per batch, see _Matcher) and fills preallocated columns; the text columns are
+and sector per batch, see Matcher) and fills preallocated columns; the text columns are
 categoricals over the codes kept meanwhile. Memory: about the result frame's own size (some
 50 bytes per request) plus a few MB.
 """
@@ -76,8 +76,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .block_trace import (
+    MAX_END_SECTOR,
+    REQUEST_COLUMNS,
+    REQUEST_DTYPES,
+    BlockTrace,
+    RequestPairer,
+    classify,
+    without_time_jumps,
+)
 from .errors import TraceFormatError
-from .parse_ftrace import REQUEST_COLUMNS, REQUEST_DTYPES, BlockTrace, RequestPairer, classify
 
 BLK_IO_TRACE_MAGIC = 0x65617400
 BLK_IO_TRACE_VERSION = 0x07
@@ -122,7 +130,8 @@ _MAX_WALK = 4096     # records walked one by one (irregular payload sizes) befor
 _FIELDS = (("magic", "u4", 0), ("sequence", "u4", 4), ("time", "u8", 8), ("sector", "u8", 16), ("bytes", "u4", 24),
            ("action", "u4", 28), ("pid", "u4", 32), ("device", "u4", 36), ("cpu", "u4", 40), ("error", "u2", 44),
            ("pdu_len", "u2", 46))
-_COUNT_KEYS = ("flush", "discard", "other_op", "zero_length", "dispatch_without_completion", "completion_without_dispatch")
+_COUNT_KEYS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "dispatch_without_completion",
+               "completion_without_dispatch")
 DATA, FLUSH, DISCARD, OTHER = 0, 1, 2, 3
 
 
@@ -222,10 +231,12 @@ _IS_DATA = _KINDS == DATA
 # binary files
 
 
-def _expand(paths) -> list[Path]:
+def _expand(paths) -> tuple[list[Path], int]:
+    """The files of paths (a prefix stands for its per-CPU files), and how many CPU numbers the per-CPU files skip."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     files: list[Path] = []
+    missing = 0
     for item in paths:
         path = Path(item)
         if path.is_file():
@@ -235,11 +246,13 @@ def _expand(paths) -> list[Path]:
                           if p.name.rsplit(".", 1)[1].isdigit()), key=lambda pair: pair[0])
         if not per_cpu:
             raise FileNotFoundError(f"{path}: no such file, and no per-CPU files {path}.blktrace.N")
+        # blktrace writes a file for every online CPU: a gap is an offline CPU, or a file lost
+        missing += per_cpu[-1][0] + 1 - len(per_cpu)
         files.extend(p for _, p in per_cpu)
-    return files
+    return files, missing
 
 
-class _Notes:
+class Notes:
     """What notify records say, across files: process names, markers."""
 
     def __init__(self):
@@ -315,7 +328,7 @@ class _Reader:
     """One binary file (memory-mapped), decoded a chunk at a time into its D and C events, in
     file order. Pages already decoded are dropped from the mapping as it goes."""
 
-    def __init__(self, path: Path, notes: _Notes, counts: dict, tolerate_errors: bool, chunk_bytes: int):
+    def __init__(self, path: Path, notes: Notes, counts: dict, tolerate_errors: bool, chunk_bytes: int):
         self.path, self.notes, self.counts, self.tolerate = path, notes, counts, tolerate_errors
         self.chunk_bytes = max(chunk_bytes, HEADER_BYTES)
         with open(path, "rb") as f:
@@ -594,7 +607,7 @@ class _Column:
         return array
 
 
-class _Matcher:
+class Matcher:
     """Matches completions to dispatches batch after batch, and collects the request rows.
 
     Per batch, the open dispatches left over (oldest first) and the batch's events are sorted
@@ -638,8 +651,12 @@ class _Matcher:
         if len(no_bytes):
             rwbs[no_bytes] = _RWBS_NO_BYTES[categories[no_bytes]]
         data = dispatch & _IS_DATA[rwbs] & (nbytes >= 512)
-        index = np.flatnonzero(data)
         self._count(dispatch & ~data, rwbs)
+        beyond = data & (sector > np.uint64(MAX_END_SECTOR) - (nbytes >> 9))
+        if beyond.any():
+            self.counts["beyond_bounds"] += int(beyond.sum())
+            data &= ~beyond
+        index = np.flatnonzero(data)
         first_row = self.rows
         self.rows += len(index)
         row = np.full(n, -1, dtype=np.int64)
@@ -778,7 +795,7 @@ def _process(pid: np.ndarray, ts_s: np.ndarray, notes: list[tuple[int, int, str]
     return _categorical(names, codes)
 
 
-def _frame(matcher: _Matcher, notes: _Notes) -> pd.DataFrame:
+def request_frame(matcher: Matcher, notes: Notes) -> pd.DataFrame:
     if matcher.rows == 0:
         return pd.DataFrame(columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
     cols = matcher.columns
@@ -807,11 +824,11 @@ def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: 
 
     chunk_bytes: how much of each file is read and decoded at a time (memory against speed).
     """
-    files = _expand(paths)
-    counts = {"bad_records": 0, "bad_bytes": 0}
-    notes = _Notes()
+    files, missing_cpu_files = _expand(paths)
+    counts = {"bad_records": 0, "bad_bytes": 0, "missing_cpu_files": missing_cpu_files}
+    notes = Notes()
     readers = [_Reader(path, notes, counts, tolerate_errors, chunk_bytes) for path in files]
-    matcher = _Matcher(sum(reader.size for reader in readers) // (2 * HEADER_BYTES))
+    matcher = Matcher(sum(reader.size for reader in readers) // (2 * HEADER_BYTES))
     batches = _prefetched(_merged(readers))
     try:
         for events in batches:
@@ -821,9 +838,9 @@ def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: 
         for reader in readers:
             reader.close()
     matcher.finish()
-    frame = _frame(matcher, notes)
+    frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
     markers = [(time / 1e9, text) for time, text in sorted(notes.markers, key=lambda marker: marker[0])]
-    return BlockTrace(frame, markers, {**matcher.counts, **counts})
+    return BlockTrace(frame, markers, {**matcher.counts, "time_jumps": time_jumps, **counts})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -216,15 +216,13 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
             sections.append(_html_table(late))
             md += [_md_table(late), ""]
     if not metrics.empty:
+        definitions = _definitions(tables["parameters"].to_dict("records")[0])
         sections += ["<h2>Per-query access patterns</h2>",
-                     "<p class='note'>Sequential: a read that starts where one of the last 8 reads on its device ended, or "
-                     "spans more than one page; percentages over read pages. Engine: InnoDB read-ahead pages / pages read "
-                     "(Innodb_buffer_pool_read_ahead / Innodb_pages_read). Categories: 1 random repeated, 2 random, "
-                     "3 sequential, 4 sequential repeated.</p>",
+                     f"<p class='note'>{html.escape(definitions)}</p>",
                      _html_table(shown_metrics),
                      plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(requests),
                      "<h2>Per-table breakdown of each query</h2>"]
-        md += ["", "## Per-query access patterns", "", _md_table(shown_metrics), "",
+        md += ["", "## Per-query access patterns", "", definitions, "", _md_table(shown_metrics), "",
                "## Per-table breakdown", ""]
         for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
             sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>", _html_table(_present(part, TABLE_COLUMNS))]
@@ -233,6 +231,16 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     report.write_text(_page(title, sections))
     summary.write_text("\n".join(md) + "\n")
     return [report, summary]
+
+
+def _definitions(parameters: dict) -> str:
+    """How the access-pattern columns are defined, with the parameters this analysis used."""
+    return (f"Pages of {parameters['page_size_bytes'] // 1024} KiB. Sequential: a read that starts where one of the last "
+            f"{parameters['stream_window']} reads on its device ended, or spans more than one page; percentages over "
+            "read pages. Engine: InnoDB read-ahead pages / pages read (Innodb_buffer_pool_read_ahead / Innodb_pages_read). "
+            f"Categories: random when random_pct > {parameters['random_threshold_pct']:g}, repeated when "
+            f"repeat_access_rate > {parameters['repeat_threshold']:g}: 1 random repeated, 2 random, 3 sequential, "
+            "4 sequential repeated.")
 
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:

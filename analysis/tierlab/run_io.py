@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .attribute import attribute, extent_table
+from .block_trace import concat_requests
 from .errors import RunDirError
 from .metrics import (
     RANDOM_PCT_THRESHOLD,
@@ -21,7 +22,7 @@ from .metrics import (
     size_histogram,
 )
 from .parse_blktrace import parse_blktrace_binary
-from .parse_ftrace import concat_requests, parse_ftrace
+from .parse_ftrace import parse_ftrace
 
 # the results format this tierlab writes and reads (results/README.md)
 SCHEMA_VERSION = 1
@@ -200,7 +201,8 @@ def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -
 
 def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
             repeat_threshold: float = REPEAT_THRESHOLD) -> dict[str, pd.DataFrame]:
-    """tables/ of a run: queries, requests, query_metrics, tier_metrics, table_metrics, size_histogram, trace_counts."""
+    """tables/ of a run: queries, requests, query_metrics, tier_metrics, table_metrics, size_histogram, trace_counts,
+    and the parameters the metrics were computed with."""
     page_bytes = run.study["study"]["page_size_bytes"]
 
     def summary(frame: pd.DataFrame) -> dict:
@@ -248,6 +250,8 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "table_metrics": pd.DataFrame(rows["table"]),
         "size_histogram": pd.DataFrame(rows["size"]),
         "trace_counts": run.trace_counts,
+        "parameters": pd.DataFrame([{"page_size_bytes": page_bytes, "stream_window": stream_window,
+                                     "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold}]),
     }
 
 

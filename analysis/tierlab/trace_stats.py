@@ -3,20 +3,39 @@
 Pages are aligned to the device (no file mapping is known), at the given page size.
 """
 
+import re
 from pathlib import Path
 
 from .attribute import attribute, extent_table
+from .block_trace import BlockTrace, concat_requests
 from .errors import TraceFormatError
 from .metrics import access_summary, mark_sequential
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
-from .parse_ftrace import BlockTrace, concat_requests, parse_ftrace
+from .parse_ftrace import parse_ftrace
 
 FORMATS = ("auto", "binary", "blkparse", "ftrace")
 BLKTRACE_MAGIC = 0x65617400
+# a blkparse event line starts with the device: "  7,1    0        1     0.000000000 ..."
+BLKPARSE_LINE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", re.MULTILINE)
 OTHER_COUNTS = ("flush", "discard", "other_op", "zero_length")
+# counts that mean the trace is not the whole truth: what each says, for a warning
+SUSPECT_COUNTS = {
+    "lost_events": "events lost by the tracer (their requests are missing)",
+    "bad_lines": "unreadable lines skipped",
+    "bad_records": "corrupt records (the rest of their file skipped)",
+    "missing_cpu_files": "CPU numbers without a per-CPU file (a CPU offline, or its file and events missing)",
+    "beyond_bounds": "requests beyond 2^63 bytes or 4 GiB long (corrupt fields; left out)",
+    "time_jumps": "requests completed before their dispatch or over 300 s after it (corrupt times; left out)",
+}
+
+
+def suspect(counts: dict) -> list[str]:
+    """What the counts say is missing or suspect in a trace, one phrase each."""
+    return [f"{int(counts[key])} {what}" for key, what in SUSPECT_COUNTS.items() if counts.get(key, 0) > 0]
 
 
 def detect_format(path: str) -> str:
+    """binary, blkparse or ftrace, from the file's first bytes; anything else is refused."""
     candidate = Path(path)
     if candidate.is_dir():
         raise TraceFormatError(f"{path} is a directory; give a trace file, or the prefix of per-CPU blktrace files "
@@ -32,7 +51,10 @@ def detect_format(path: str) -> str:
     text = head.decode("utf-8", errors="replace")
     if "# tracer" in text or "block_rq_" in text or "tracing_mark_write" in text:
         return "ftrace"
-    return "blkparse"
+    if BLKPARSE_LINE.search(text):
+        return "blkparse"
+    raise TraceFormatError(f"{path} is {'empty' if not head else 'not a block trace'}: its first {len(head)} bytes are "
+                           "neither binary blktrace, nor blkparse's text, nor ftrace's text")
 
 
 def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = False, progress=None) -> BlockTrace:
@@ -46,8 +68,11 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
             raise TraceFormatError(f"{path} is the same trace as {seen[real]}; give each trace once")
         seen[real] = path
     parsed = []
-    for number, path in enumerate(paths, 1):
-        kind = detect_format(path) if fmt == "auto" else fmt
+    kinds = [detect_format(path) for path in paths]
+    for path, kind in zip(paths, kinds, strict=True):
+        if fmt not in ("auto", kind):
+            raise TraceFormatError(f"{path} is in the {kind} format, not {fmt}: give --format {kind}, or leave --format out")
+    for number, (path, kind) in enumerate(zip(paths, kinds, strict=True), 1):
         if progress:
             progress(number, len(paths), f"{path} ({kind})")
         if kind == "binary":

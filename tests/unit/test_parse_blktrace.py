@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tierlab.block_trace import MAX_END_SECTOR
 from tierlab.errors import TraceFormatError
 from tierlab.parse_blktrace import (
     BLK_IO_TRACE_MAGIC,
@@ -74,11 +75,25 @@ def test_completions_match_the_oldest_open_dispatch_of_the_same_sector(tmp_path)
 
 
 def test_completions_match_by_device_and_sector_whatever_the_sector(tmp_path):
-    huge = (1 << 63) - 8
+    huge = MAX_END_SECTOR - 8
+    # enough other requests in the batch that (device, sector) keys no longer pack into one 64-bit sort key
+    others = [e for i in range(1024) for e in (d(100 + i, 8 * i, 8, dev="8:48"), c(101 + i, 8 * i, 8, dev="8:48"))]
     events = [d(0, huge, 8), d(1, huge, 8, dev="8:32"), d(2, huge, 8), c(10, huge, 8, dev="8:32"), c(20, huge, 8), c(40, huge, 8)]
-    trace = decode(tmp_path, events)
-    assert trace.requests[["device", "latency_us"]].values.tolist() == [["8:16", 20.0], ["8:32", 9.0], ["8:16", 38.0]]
-    assert trace.requests["sector"].tolist() == [huge] * 3
+    requests = decode(tmp_path, events + others).requests
+    far = requests[requests["sector"] == huge]
+    assert far[["device", "latency_us"]].values.tolist() == [["8:16", 20.0], ["8:32", 9.0], ["8:16", 38.0]]
+
+
+def test_a_request_reaching_beyond_2_63_bytes_is_counted_and_left_out(tmp_path):
+    trace = decode(tmp_path, [d(0, MAX_END_SECTOR - 7, 8), c(10, MAX_END_SECTOR - 7, 8), d(20, 8, 8), c(30, 8, 8)])
+    assert trace.requests["sector"].tolist() == [8]
+    assert (trace.counts["beyond_bounds"], trace.counts["completion_without_dispatch"]) == (1, 0)
+
+
+def test_a_completion_over_300_s_after_its_dispatch_is_a_time_jump_counted_and_left_out(tmp_path):
+    trace = decode(tmp_path, [d(0, 8, 8), c(301e6, 8, 8), d(10, 16, 8), c(20, 16, 8), d(5e6, 24, 8), c(299e6, 24, 8)])
+    assert trace.requests["sector"].tolist() == [16, 24]
+    assert trace.counts["time_jumps"] == 1
 
 
 def test_both_byte_orders_decode_to_the_same_frame(tmp_path):

@@ -1,9 +1,12 @@
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from tierlab.block_trace import CATEGORICAL_COLUMNS, classify, concat_requests
 from tierlab.errors import TraceFormatError
-from tierlab.parse_ftrace import CATEGORICAL_COLUMNS, classify, concat_requests, parse_ftrace
+from tierlab.parse_ftrace import parse_ftrace
 
 HEADER = """# tracer: nop
 #
@@ -115,3 +118,64 @@ def test_a_truncated_last_line_is_an_error_unless_tolerated(tmp_path):
                                           ("FWFS", "W"), ("FN", "F"), ("FF", "F"), ("D", "D"), ("DS", "D"), ("N", "N")])
 def test_rwbs_classification(rwbs, op):
     assert classify(rwbs) == op
+
+
+def test_a_sector_beyond_2_63_bytes_is_counted_and_left_out(tmp_path):
+    body = issue(1.0, "R", 1 << 63, 8) + complete(1.1, "R", 1 << 63, 8) + issue(1.2, "R", 8, 8) + complete(1.3, "R", 8, 8)
+    trace = parse_ftrace(write_trace(tmp_path, body))
+    assert trace.requests["sector"].tolist() == [8]
+    assert (trace.counts["beyond_bounds"], trace.counts["completion_without_dispatch"]) == (1, 0)
+
+
+def test_a_dispatch_time_after_its_completion_is_a_time_jump_counted_and_left_out(tmp_path):
+    body = issue(72000000.0, "R", 100, 8) + complete(1.1, "R", 100, 8) + issue(1.2, "R", 8, 8) + complete(1.3, "R", 8, 8)
+    trace = parse_ftrace(write_trace(tmp_path, body))
+    assert trace.requests["sector"].tolist() == [8]
+    assert trace.counts["time_jumps"] == 1
+
+
+def test_events_overwritten_in_the_ring_buffer_are_counted_as_lost(tmp_path):
+    path = write_trace(tmp_path, issue(1.0, "R", 8, 8))
+    path.write_text(path.read_text().replace("entries-written: 9/9", "entries-written: 9/1209"))
+    assert parse_ftrace(path).counts["lost_events"] == 1200
+
+
+def test_events_lost_while_the_trace_was_read_are_counted_as_lost_not_as_bad_lines(tmp_path):
+    trace = parse_ftrace(write_trace(tmp_path, issue(1.0, "R", 8, 8) + "CPU:1 [LOST 3043 EVENTS]\n" + complete(1.1, "R", 8, 8)))
+    assert (trace.counts["lost_events"], trace.counts["bad_lines"], len(trace.requests)) == (3043, 0, 1)
+
+
+def test_random_traces_pair_as_a_queue_per_device_and_sector(tmp_path):
+    """Against the definition: in file order, a completion closes the oldest open dispatch of its device and
+    sector; many requests share sectors, complete out of order or never, and some completions match nothing."""
+    rng = np.random.default_rng(3)
+    lines, events, ts = [], [], 1.0
+    open_requests: list[tuple[str, int, int]] = []
+    for _ in range(3000):
+        ts += float(rng.integers(1, 50)) / 1e6
+        if open_requests and rng.random() < 0.45:
+            dev, sector, size = open_requests.pop(int(rng.integers(len(open_requests))))
+            lines.append(complete(ts, "R", sector, size, dev=dev))
+            events.append(("C", ts, dev, sector, size))
+        elif rng.random() < 0.05:
+            sector = int(rng.integers(0, 4)) * 8
+            lines.append(complete(ts, "R", sector, 8))
+            events.append(("C", ts, "7,1", sector, 8))
+        else:
+            dev, sector, size = str(rng.choice(["7,1", "7,2"])), int(rng.integers(0, 16)) * 8, int(rng.choice([8, 32]))
+            open_requests.append((dev, sector, size))
+            lines.append(issue(ts, rng.choice(["R", "RA", "RS"]), sector, size, dev=dev))
+            events.append(("D", ts, dev, sector, size))
+    expected, waiting = [], {}
+    for action, at, dev, sector, size in events:
+        if action == "D":
+            row = [round(at, 6), dev.replace(",", ":"), sector, size, math.nan]
+            expected.append(row)
+            waiting.setdefault((dev, sector), []).append(row)
+        elif waiting.get((dev, sector)):
+            row = waiting[(dev, sector)].pop(0)
+            row[4] = round((at - row[0]) * 1e6)
+    columns = ["ts_s", "device", "sector", "size_sectors", "latency_us"]
+    got = parse_ftrace(write_trace(tmp_path, "".join(lines))).requests[columns]
+    got = got.assign(ts_s=got["ts_s"].round(6), device=got["device"].astype(str), latency_us=got["latency_us"].round())
+    pd.testing.assert_frame_equal(got, pd.DataFrame(expected, columns=columns))

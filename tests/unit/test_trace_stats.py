@@ -83,3 +83,44 @@ def test_the_same_trace_given_twice_is_refused_rather_than_counted_twice(tmp_pat
     with pytest.raises(SystemExit) as done:
         main(["trace-stats", str(path), str(link)])
     assert str(done.value) == f"tierlab trace-stats: {link} is the same trace as {path}; give each trace once"
+
+
+def refusal(args) -> str:
+    with pytest.raises(SystemExit) as done:
+        main(["trace-stats", *map(str, args)])
+    return str(done.value)
+
+
+def test_a_format_that_does_not_match_the_file_is_refused(tmp_path):
+    path = tmp_path / "q.ftrace"
+    path.write_text(FTRACE)
+    assert refusal([path, "--format", "blkparse"]) == (f"tierlab trace-stats: {path} is in the ftrace format, not blkparse: "
+                                                       "give --format ftrace, or leave --format out")
+
+
+@pytest.mark.parametrize(("content", "is_what"), [(bytes(range(256)) * 4, "not a block trace"), (b"", "empty")])
+def test_a_file_that_is_no_trace_is_refused_rather_than_read_as_an_empty_one(tmp_path, content, is_what):
+    path = tmp_path / "q.txt"
+    path.write_bytes(content)
+    assert refusal([path]) == (f"tierlab trace-stats: {path} is {is_what}: its first {len(content)} bytes are neither "
+                               "binary blktrace, nor blkparse's text, nor ftrace's text")
+
+
+def test_a_gap_in_the_per_cpu_files_is_counted_and_warned_about(tmp_path, capsys):
+    for cpu in (0, 3):
+        events = [("D", 1000 + cpu, "7:0", 8 * cpu, 4096, "R", 42, cpu), ("C", 90000 + cpu, "7:0", 8 * cpu, 4096, "R", 0, cpu)]
+        write_blktrace(tmp_path / f"loop0.blktrace.{cpu}", events, cpu=cpu)
+    main(["trace-stats", str(tmp_path / "loop0"), "--json"])
+    out, err = capsys.readouterr()
+    assert json.loads(out)["counts"]["missing_cpu_files"] == 2
+    assert ("warning: the trace has 2 CPU numbers without a per-CPU file (a CPU offline, or its file and events "
+            "missing)\n") in err
+
+
+def test_lost_events_are_counted_and_warned_about(tmp_path, capsys):
+    path = tmp_path / "q.ftrace"
+    path.write_text(FTRACE + "CPU:1 [LOST 3043 EVENTS]\n")
+    main(["trace-stats", str(path), "--json"])
+    out, err = capsys.readouterr()
+    assert json.loads(out)["counts"]["lost_events"] == 3043
+    assert "warning: the trace has 3043 events lost by the tracer (their requests are missing)\n" in err

@@ -1,0 +1,115 @@
+"""The request frame every trace parser gives: one row per dispatched data request, matched with its
+completion; what the parsers count beside it; and the bounds of a physically possible request."""
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+REQUEST_COLUMNS = ["ts_s", "device", "op", "rwbs", "sector", "size_sectors", "latency_us", "pid", "process"]
+# the text columns are categoricals (few distinct values): their categories are the values that occur, sorted
+REQUEST_DTYPES = {"ts_s": "float64", "device": "category", "op": "category", "rwbs": "category", "sector": "int64",
+                  "size_sectors": "int64", "latency_us": "float64", "pid": "int64", "process": "category"}
+CATEGORICAL_COLUMNS = [name for name, dtype in REQUEST_DTYPES.items() if dtype == "category"]
+# A request's byte offsets fit a loff_t (below 2^63) and its length the kernel's unsigned int __data_len
+# (below 2^32): a sector or size beyond is a corrupt field, and the request is counted (beyond_bounds), not used.
+MAX_END_SECTOR = ((1 << 63) - 1) // 512
+MAX_SIZE_SECTORS = ((1 << 32) - 1) // 512
+# The block layer times a request out after 30 s by default; a completion more than ten times that after
+# its dispatch, or before it, has a time field out of step, and the request is counted (time_jumps), not used.
+MAX_LATENCY_US = 300e6
+
+def classify(rwbs: str) -> str:
+    """R, W, F (bare flush), D (discard) or N (anything else) from an RWBS string.
+
+    A write carrying data with flush/FUA flags (WFS, FWFS) is a write; a bare
+    flush (FN) is a flush.
+    """
+    if "D" in rwbs:
+        return "D"
+    if "R" in rwbs:
+        return "R"
+    if "W" in rwbs:
+        return "W"
+    if "F" in rwbs:
+        return "F"
+    return "N"
+
+
+@dataclass
+class BlockTrace:
+    requests: pd.DataFrame
+    markers: list[tuple[float, str]]
+    counts: dict = field(default_factory=dict)
+
+
+class RequestPairer:
+    """Pairs dispatches with completions, for the text parsers.
+
+    A completion closes the oldest open dispatch with the same device and sector. Flush,
+    discard, other and zero-length dispatches take part in matching but are only counted.
+    Times are given in ticks (ftrace: seconds; blkparse: nanoseconds, kept whole for exact latencies)."""
+
+    def __init__(self, ticks_per_second: float = 1.0):
+        self.ticks_per_second = ticks_per_second
+        self.rows: list[list] = []
+        self.open: dict[tuple[str, int], deque] = defaultdict(deque)
+        self.counts = {"flush": 0, "discard": 0, "other_op": 0, "zero_length": 0, "beyond_bounds": 0,
+                       "dispatch_without_completion": 0, "completion_without_dispatch": 0}
+
+    def dispatch(self, ts: float, device: str, op: str, rwbs: str, sector: int, size: int, pid: int, process) -> None:
+        row = [ts, device, op, rwbs, sector, size, float("nan"), pid, process]
+        self.open[(device, sector)].append(row)
+        if op == "F":
+            self.counts["flush"] += 1
+        elif op == "D":
+            self.counts["discard"] += 1
+        elif op == "N":
+            self.counts["other_op"] += 1
+        elif size == 0:
+            self.counts["zero_length"] += 1
+        elif not in_bounds(sector, size):
+            self.counts["beyond_bounds"] += 1
+        else:
+            self.rows.append(row)
+
+    def complete(self, ts: float, device: str, sector: int) -> None:
+        waiting = self.open.get((device, sector))
+        if waiting:
+            row = waiting.popleft()
+            row[6] = (ts - row[0]) / (self.ticks_per_second / 1e6)
+        else:
+            self.counts["completion_without_dispatch"] += 1
+
+    def result(self, markers: list[tuple[float, str]], extra_counts: dict) -> BlockTrace:
+        self.counts["dispatch_without_completion"] = sum(len(q) for q in self.open.values())
+        for row in self.rows:
+            row[0] = row[0] / self.ticks_per_second
+        frame = pd.DataFrame(self.rows, columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
+        frame, time_jumps = without_time_jumps(frame.sort_values("ts_s", kind="stable").reset_index(drop=True))
+        return BlockTrace(frame, markers, {**self.counts, "time_jumps": time_jumps, **extra_counts})
+
+
+def in_bounds(sector: int, size: int) -> bool:
+    return 0 <= sector and size <= MAX_SIZE_SECTORS and sector + size <= MAX_END_SECTOR
+
+
+def without_time_jumps(requests: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The requests whose latency is possible, and how many were not."""
+    latency = requests["latency_us"]
+    jumped = ((latency < 0) | (latency > MAX_LATENCY_US)).to_numpy()
+    if not jumped.any():
+        return requests, 0
+    return requests[~jumped].reset_index(drop=True), int(jumped.sum())
+
+
+def concat_requests(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """pd.concat of request frames (further columns allowed), ignoring their indexes; categorical
+    columns stay categorical, over the union of the frames' categories (pd.concat alone falls back
+    to object where the categories differ)."""
+    frames = list(frames)
+    for column in CATEGORICAL_COLUMNS:
+        if all(isinstance(frame[column].dtype, pd.CategoricalDtype) for frame in frames):
+            categories = sorted(set().union(*(frame[column].cat.categories for frame in frames)))
+            frames = [frame.assign(**{column: frame[column].cat.set_categories(categories)}) for frame in frames]
+    return pd.concat(frames, ignore_index=True)
