@@ -24,13 +24,16 @@ CATEGORIES = {
 
 
 def page_spans(requests: pd.DataFrame, page_bytes: int) -> pd.DataFrame:
-    """Per request: the page space it lives in (object or device) and its first and last page."""
+    """Per request: the page space it lives in (an object, or a device where no file is known; a number)
+    and its first and last page."""
     mapped = requests["file_offset_bytes"].notna().to_numpy()
     start = np.where(mapped, requests["file_offset_bytes"].fillna(0).to_numpy(),
                      requests["sector"].to_numpy() * SECTOR_BYTES).astype(np.int64)
     end = start + requests["size_sectors"].to_numpy() * SECTOR_BYTES - 1
-    space = np.where(mapped, "file:" + requests["object"].astype(str).to_numpy(),
-                     "dev:" + requests["device"].astype(str).to_numpy())
+    # a number per page space: 0, 1, ... for the objects, -1, -2, ... for the devices' unmapped space
+    objects, _ = pd.factorize(requests["object"])
+    devices, _ = pd.factorize(requests["device"])
+    space = np.where(mapped, objects, -1 - devices)
     return pd.DataFrame({"space": space, "first_page": start // page_bytes, "last_page": end // page_bytes},
                         index=requests.index)
 
@@ -42,14 +45,16 @@ def page_counts(spans: pd.DataFrame) -> tuple[int, int]:
         return 0, 0
     codes, _ = pd.factorize(spans["space"])
     first, last = spans["first_page"].to_numpy(), spans["last_page"].to_numpy()
-    order = np.lexsort((first, codes))
-    codes, first, last = codes[order], first[order], last[order]
-    # ranges sorted by first page: each adds the pages beyond the furthest one an earlier range of its space reached
-    reached = pd.Series(last).groupby(codes).cummax().to_numpy()
-    before = np.r_[first[0] - 1, reached[:-1]]
-    space_start = np.r_[True, codes[1:] != codes[:-1]]
-    before = np.where(space_start, first - 1, np.maximum(before, first - 1))
-    return int((last - first + 1).sum()), int((last - before).clip(min=0).sum())
+    distinct = 0
+    for space in range(codes.max() + 1):
+        mine = codes == space
+        order = np.argsort(first[mine], kind="stable")
+        begins, ends = first[mine][order], last[mine][order]
+        # by first page: each range adds the pages beyond the furthest one an earlier range reached
+        reached = np.maximum.accumulate(ends)
+        before = np.r_[begins[0] - 1, np.maximum(reached[:-1], begins[1:] - 1)]
+        distinct += int((ends - before).clip(min=0).sum())
+    return int((last - first + 1).sum()), distinct
 
 
 def repeat_access_rate(spans: pd.DataFrame) -> float:
@@ -58,25 +63,34 @@ def repeat_access_rate(spans: pd.DataFrame) -> float:
 
 
 def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:
-    """Block-level proxy of read-ahead: a request is sequential if it starts where one
-    of the last `window` requests to the same device ended, or spans more than one page."""
-    flags = np.zeros(len(requests), dtype=bool)
+    """Block-level proxy of read-ahead: a request is sequential if it starts where one of the last `window`
+    requests to the same device ended (that end then continues this request's stream, and is no longer
+    waited on), or spans more than one page."""
     order = np.argsort(requests["ts_s"].to_numpy(), kind="stable")
-    devices = requests["device"].to_numpy()[order]
-    sectors = requests["sector"].to_numpy()[order]
+    devices, _ = pd.factorize(requests["device"].to_numpy()[order])
+    starts = requests["sector"].to_numpy()[order]
     sizes = requests["size_sectors"].to_numpy()[order]
-    page_sectors = page_bytes // SECTOR_BYTES
-    streams: dict[str, deque] = {}
-    for i in range(len(order)):
-        ends = streams.setdefault(devices[i], deque(maxlen=window))
-        start = int(sectors[i])
-        if start in ends:
-            ends.remove(start)
-            flags[order[i]] = True
-        elif sizes[i] > page_sectors:
-            flags[order[i]] = True
-        ends.append(start + int(sizes[i]))
+    continued = np.zeros(len(order), dtype=bool)
+    for device in range(devices.max(initial=-1) + 1):
+        mine = np.flatnonzero(devices == device)
+        continued[mine] = _continued(starts[mine].tolist(), (starts[mine] + sizes[mine]).tolist(), window)
+    flags = np.empty(len(order), dtype=bool)
+    flags[order] = continued | (sizes > page_bytes // SECTOR_BYTES)
     return flags
+
+
+def _continued(starts: list[int], ends: list[int], window: int) -> list[bool]:
+    """Per request of one device, whether it starts where one of the last `window` requests ended."""
+    recent: deque = deque(maxlen=window)
+    found = []
+    for start, end in zip(starts, ends, strict=True):
+        if start in recent:
+            recent.remove(start)
+            found.append(True)
+        else:
+            found.append(False)
+        recent.append(end)
+    return found
 
 
 def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:

@@ -45,7 +45,7 @@ from .parse_blktrace import (
     request_frame,
 )
 
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 4 << 20
 # the shape nearly every tracepoint line has, read without Python per line (see _tracepoints):
 # "  mariadbd-12033   [000] .....  1000.000009: block_rq_issue: 7,1 RS 16384 () 305152 + 32 be,0,4 [mariadbd]"
 _USUAL = (

@@ -58,10 +58,11 @@ def test_pages_of_different_files_are_different_pages():
 
 
 def test_unmapped_requests_use_device_aligned_pages():
-    frame = requests([(0, 8, 8)], mapped=False)
+    frame = pd.concat([requests([(0, 8, 8)], mapped=False), requests([(1, 8, 8)])], ignore_index=True)
     spans = page_spans(frame, PAGE)
-    assert spans["space"].iloc[0] == "dev:7:1"
-    assert spans["first_page"].iloc[0] == 0
+    assert spans["first_page"].tolist() == [0, 0]
+    # the device's unmapped page 0 is not the file's page 0
+    assert page_counts(spans) == (2, 2)
 
 
 def test_adjacent_single_page_reads_are_sequential_after_the_first():
@@ -161,3 +162,22 @@ def test_pages_of_huge_ranges_are_counted_without_listing_each_page():
     # 2^40 pages would take 8 TiB listed one by one
     spans = pd.DataFrame({"space": ["dev:7:1"] * 2, "first_page": [0, 1 << 39], "last_page": [(1 << 40) - 1] * 2})
     assert page_counts(spans) == ((1 << 40) + (1 << 39), 1 << 40)
+
+
+def test_sequential_flags_follow_the_definition_on_random_requests():
+    """Against the definition, request by request in time order: one queue of the last 8 ends per device."""
+    rng = np.random.default_rng(11)
+    n = 5000
+    frame = pd.DataFrame({"ts_s": rng.random(n), "device": rng.choice(["7:1", "7:2"], n),
+                          "sector": rng.integers(0, 64, n) * PAGE_SECTORS,
+                          "size_sectors": rng.choice([PAGE_SECTORS, 2 * PAGE_SECTORS], n, p=[0.9, 0.1])})
+    expected = np.zeros(n, dtype=bool)
+    recent: dict[str, list[int]] = {"7:1": [], "7:2": []}
+    for i in frame.sort_values("ts_s").index:
+        ends, start = recent[frame.at[i, "device"]], frame.at[i, "sector"]
+        expected[i] = start in ends or frame.at[i, "size_sectors"] > PAGE_SECTORS
+        if start in ends:
+            ends.remove(start)
+        ends.append(start + frame.at[i, "size_sectors"])
+        del ends[:-8]
+    assert sequential_flags(frame, PAGE).tolist() == expected.tolist()
