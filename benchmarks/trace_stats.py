@@ -1,20 +1,21 @@
-"""Decoding binary blktrace: tierlab's parse_blktrace_binary against `blkparse`, on one synthetic trace.
+"""`tierlab trace-stats` on binary blktrace against `blkparse`, end to end, on one synthetic trace.
 
 Synthesizes N requests (a dispatch and a completion each) on one NVMe device as per-CPU files
 `trace.blktrace.N` in a temporary directory (process notes included), then times, in the same run:
 
-* parse_blktrace_binary(prefix), in a fresh Python process, whose peak resident memory above
-  what it held before the call is reported per request (VmHWM of /proc/self/status);
-* `blkparse -i prefix -o /dev/null` (text output thrown away).
+* `tierlab trace-stats --json prefix`, what a user runs: process start to its JSON (decoding,
+  matching, every metric), with its peak resident memory (the child's ru_maxrss) per request;
+* `blkparse -i prefix -o /dev/null` (text output thrown away), which only decodes.
 
 Each is run --repeat times, alternating; the best and the median are reported.
 
-    .venv/bin/python benchmarks/decode_blktrace.py --requests 1000000
-    .venv/bin/python benchmarks/decode_blktrace.py            # 10,000,000 requests
+    .venv/bin/python benchmarks/trace_stats.py --requests 1000000
+    .venv/bin/python benchmarks/trace_stats.py            # 10,000,000 requests
 """
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -76,32 +77,17 @@ def status_bytes(status: str, key: str) -> int:
     return int(status.split(key + ":")[1].split()[0]) * 1024
 
 
-def decode_in_child(prefix: Path) -> dict:
-    """parse_blktrace_binary in a fresh interpreter: seconds, rows, resident memory before the call
-    and at its peak (VmHWM, reset before the call; ru_maxrss would count the parent's memory, which a
-    child inherits at exec)."""
-    code = f"""
-import json, resource, time
-from tierlab.parse_blktrace import parse_blktrace_binary
-def status():
-    with open("/proc/self/status") as f:
-        return f.read()
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
-before, cpu = status(), resource.getrusage(resource.RUSAGE_SELF)
-start = time.perf_counter()
-trace = parse_blktrace_binary({str(prefix)!r})
-seconds = time.perf_counter() - start
-used = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({{"seconds": seconds, "rows": len(trace.requests), "before": before, "after": status(),
-                   "user": used.ru_utime - cpu.ru_utime, "sys": used.ru_stime - cpu.ru_stime,
-                   "frame_bytes": int(trace.requests.memory_usage(deep=True).sum()), "counts": trace.counts}}))
-"""
-    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    ours = json.loads(result.stdout)
-    ours["rss_before"] = status_bytes(ours.pop("before"), "VmRSS")
-    ours["peak"] = status_bytes(ours.pop("after"), "VmHWM")
-    return ours
+def trace_stats(prefix: Path) -> dict:
+    """`tierlab trace-stats --json prefix` in a fresh process: seconds, peak resident bytes, its JSON."""
+    start = time.perf_counter()
+    child = subprocess.Popen([str(Path(sys.executable).with_name("tierlab")), "trace-stats", "--json", str(prefix)],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    if status:
+        sys.exit(f"tierlab trace-stats failed with wait status {status}")
+    return {"seconds": seconds, "peak": usage.ru_maxrss * 1024, "stats": json.loads(out)}
 
 
 def blkparse(prefix: Path) -> tuple[float, int]:
@@ -130,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("blkparse") is None:
         sys.exit("blkparse is not installed (Debian/Ubuntu: apt-get install blktrace)")
-    tmp = Path(tempfile.mkdtemp(prefix="decode_blktrace."))
+    tmp = Path(tempfile.mkdtemp(prefix="trace_stats."))
     try:
         prefix = tmp / "trace"
         start = time.perf_counter()
@@ -139,22 +125,22 @@ def main() -> None:
               f"in {time.perf_counter() - start:.1f} s", flush=True)
         ours, theirs = [], []
         for _ in range(args.repeat):
-            ours.append(decode_in_child(prefix))
+            ours.append(trace_stats(prefix))
             theirs.append(blkparse(prefix))
-            print(f"  parse_blktrace_binary {ours[-1]['seconds']:.3f} s (CPU: user {ours[-1]['user']:.2f} s, "
-                  f"system {ours[-1]['sys']:.2f} s), blkparse {theirs[-1][0]:.3f} s", flush=True)
-        if any(run["rows"] != args.requests for run in ours):
-            sys.exit(f"decoded {ours[0]['rows']:,} requests, expected {args.requests:,}: {ours[0]['counts']}")
+            print(f"  tierlab trace-stats {ours[-1]['seconds']:.3f} s, blkparse {theirs[-1][0]:.3f} s", flush=True)
+        if any(run["stats"]["requests"] != args.requests for run in ours):
+            sys.exit(f"counted {ours[0]['stats']['requests']:,} requests, expected {args.requests:,}: "
+                     f"{ours[0]['stats']['counts']}")
         ours_s = [run["seconds"] for run in ours]
         theirs_s = [seconds for seconds, _ in theirs]
-        for name, times in (("parse_blktrace_binary", ours_s), ("blkparse -i", theirs_s)):
+        for name, times in (("tierlab trace-stats", ours_s), ("blkparse -i", theirs_s)):
             print(f"{name + ':':23s} best {min(times):8.3f} s {args.requests / min(times):13,.0f} requests/s   "
                   f"median {statistics.median(times):8.3f} s {args.requests / statistics.median(times):13,.0f} requests/s")
         best, median = min(theirs_s) / min(ours_s), statistics.median(theirs_s) / statistics.median(ours_s)
         print(f"{'ratio:':23s} best {best:8.2f}x {'':24s} median {median:8.2f}x")
-        growth, held = max(run["peak"] - run["rss_before"] for run in ours), ours[0]["rss_before"]
-        print(f"peak memory of the decode: {growth / 1e6:,.1f} MB above the {held / 1e6:,.1f} MB held before it, "
-              f"{growth / args.requests:.1f} bytes/request (the frame it returns: {ours[0]['frame_bytes'] / args.requests:.1f})")
+        peak = max(run["peak"] for run in ours)
+        print(f"tierlab trace-stats peak memory: {peak / 1e6:,.1f} MB, {peak / args.requests:.1f} bytes/request "
+              "(the interpreter and its libraries included)")
         print(f"blkparse peak memory: {max(peak for _, peak in theirs) / 1e6:,.1f} MB (sampled)")
     finally:
         if args.keep:
