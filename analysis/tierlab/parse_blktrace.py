@@ -177,12 +177,14 @@ def _kind(op: str, passthrough: bool) -> int:
 
 
 def categories_of(rwbs: str) -> int:
-    """BLK_TC_* bits for an RWBS string as blkparse prints it (the inverse of rwbs_string)."""
-    match = re.fullmatch(r"(F?)([DWRN])(F?)(A?)(S?)(M?)", rwbs)
+    """BLK_TC_* bits for an RWBS string as blkparse prints it (the inverse of rwbs_string), or as the
+    kernel's blk_fill_rwbs writes it for ftrace, whose operation may also be DE (secure erase) or F (flush)."""
+    match = re.fullmatch(r"(F?)(DE|[DWRNF])(F?)(A?)(S?)(M?)", rwbs)
     if match is None:
-        raise ValueError(f"not an RWBS string blkparse prints: {rwbs!r}")
+        raise ValueError(f"not an RWBS string: {rwbs!r}")
     flush, op, fua, ahead, sync, meta = match.groups()
-    bits = {"D": BLK_TC_DISCARD, "W": BLK_TC_WRITE, "R": BLK_TC_READ, "N": 0}[op]
+    bits = {"D": BLK_TC_DISCARD, "DE": BLK_TC_DISCARD, "W": BLK_TC_WRITE, "R": BLK_TC_READ, "F": BLK_TC_FLUSH,
+            "N": 0}[op]
     for flag, bit in ((flush, BLK_TC_FLUSH), (fua, BLK_TC_FUA), (ahead, BLK_TC_AHEAD), (sync, BLK_TC_SYNC),
                       (meta, BLK_TC_META)):
         if flag:

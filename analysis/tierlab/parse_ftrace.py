@@ -29,19 +29,16 @@ from .errors import TraceFormatError
 from .parse_blktrace import (
     BLK_TA_COMPLETE,
     BLK_TA_ISSUE,
-    BLK_TC_AHEAD,
     BLK_TC_DISCARD,
     BLK_TC_FLUSH,
     BLK_TC_FS,
-    BLK_TC_FUA,
-    BLK_TC_META,
     BLK_TC_PC,
     BLK_TC_READ,
     BLK_TC_SHIFT,
-    BLK_TC_SYNC,
     BLK_TC_WRITE,
     Matcher,
     Notes,
+    categories_of,
     request_frame,
 )
 
@@ -76,26 +73,22 @@ _MARKER = re.compile(r"^tracing_mark_write:\s+(?P<text>.*)$")
 # or lost while it was read (a line of its own)
 _WRITTEN = re.compile(r"^#\s+entries-in-buffer/entries-written:\s+(?P<kept>\d+)/(?P<written>\d+)")
 _LOST = re.compile(r"^CPU:\d+ \[LOST (?P<lost>\d+) EVENTS\]$")
-_RWBS = re.compile(r"(F?)(DE|[DWRNF])(F?)(A?)(S?)(M?)")
+# the categories that name a request's operation
+_OPERATIONS = BLK_TC_READ | BLK_TC_WRITE | BLK_TC_DISCARD | BLK_TC_FLUSH
 # where a request that reaches beyond every bound is put, for the matcher to count it
 _LARGEST_SECTOR = (1 << 64) - 1
 _FRACTION_SCALE = np.array([10 ** (9 - digits) for digits in range(10)], dtype=np.int64)
 
 
 def categories(rwbs: str) -> int:
-    """BLK_TC_* bits of an RWBS string as the kernel's blk_fill_rwbs writes it: F(lush) D|DE|W|R|F|N
-    F(ua) A(head) S(ync) M(eta). N (and anything unknown) is marked passthrough, so that it is counted
-    apart from data whatever its length."""
-    match = _RWBS.fullmatch(rwbs)
-    if match is None:
-        return BLK_TC_PC
-    flush, op, fua, ahead, sync, meta = match.groups()
-    bits = {"D": BLK_TC_DISCARD, "DE": BLK_TC_DISCARD, "W": BLK_TC_WRITE, "R": BLK_TC_READ, "F": BLK_TC_FLUSH,
-            "N": BLK_TC_PC}[op]
-    for flag, bit in ((flush, BLK_TC_FLUSH), (fua, BLK_TC_FUA), (ahead, BLK_TC_AHEAD), (sync, BLK_TC_SYNC),
-                      (meta, BLK_TC_META)):
-        if flag:
-            bits |= bit
+    """BLK_TC_* bits of an RWBS string from a tracepoint (see categories_of). One without an operation
+    (N) or unknown is marked passthrough, so that it is counted apart from data whatever its length."""
+    try:
+        bits = categories_of(rwbs)
+    except ValueError:
+        bits = 0
+    if not bits & _OPERATIONS:
+        bits |= BLK_TC_PC
     return bits | BLK_TC_FS
 
 

@@ -179,3 +179,9 @@ def test_random_traces_pair_as_a_queue_per_device_and_sector(tmp_path):
     got = parse_ftrace(write_trace(tmp_path, "".join(lines))).requests[columns]
     got = got.assign(ts_s=got["ts_s"].round(6), device=got["device"].astype(str), latency_us=got["latency_us"].round())
     pd.testing.assert_frame_equal(got, pd.DataFrame(expected, columns=columns))
+
+
+@pytest.mark.parametrize("rwbs", ["FF", "F", "FN", "FS"])
+def test_every_spelling_of_a_bare_flush_is_counted_as_a_flush(tmp_path, rwbs):
+    trace = parse_ftrace(write_trace(tmp_path, issue(1.0, rwbs, 0, 0) + complete(1.1, rwbs, 0, 0)))
+    assert (len(trace.requests), trace.counts["flush"], trace.counts["other_op"]) == (0, 1, 0)
