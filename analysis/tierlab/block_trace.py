@@ -19,6 +19,7 @@ MAX_SIZE_SECTORS = ((1 << 32) - 1) // 512
 # its dispatch, or before it, has a time field out of step, and the request is counted (time_jumps), not used.
 MAX_LATENCY_US = 300e6
 
+
 def classify(rwbs: str) -> str:
     """R, W, F (bare flush), D (discard) or N (anything else) from an RWBS string.
 
@@ -44,13 +45,14 @@ class BlockTrace:
 
 
 class RequestPairer:
-    """Pairs dispatches with completions, for the text parsers.
+    """Pairs dispatches with completions, for blkparse's text (the binary decoder and the ftrace parser
+    use parse_blktrace.Matcher, the same rule over arrays).
 
     A completion closes the oldest open dispatch with the same device and sector. Flush,
     discard, other and zero-length dispatches take part in matching but are only counted.
-    Times are given in ticks (ftrace: seconds; blkparse: nanoseconds, kept whole for exact latencies)."""
+    Times are given in ticks (blkparse: nanoseconds, kept whole for exact latencies)."""
 
-    def __init__(self, ticks_per_second: float = 1.0):
+    def __init__(self, ticks_per_second: float):
         self.ticks_per_second = ticks_per_second
         self.rows: list[list] = []
         self.open: dict[tuple[str, int], deque] = defaultdict(deque)
