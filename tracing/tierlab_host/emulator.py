@@ -156,9 +156,14 @@ def _needed_dilation(spec: dict, host: dict) -> dict:
     return {"floor": round(floor, 2), "throughput": round(throughput, 2)}
 
 
+def _control(spec: dict, command: str) -> None:
+    """One command to the tier's emulator (see tierlab-emu's `control`)."""
+    (Path(spec["emulator_mountpoint"]) / "control").write_text(command + "\n")
+
+
 def _model(specs: list[dict], state: str) -> None:
     for spec in specs:
-        (Path(spec["emulator_mountpoint"]) / "control").write_text(f"model {state}\n")
+        _control(spec, f"model {state}")
 
 
 def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, dict]:
@@ -235,15 +240,13 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
     k = math.ceil(least * 10) / 10 if dilation == "auto" else float(dilation)
     for spec in specs:
         own = host[spec["name"]]
-        control = Path(spec["emulator_mountpoint"]) / "control"
-        control.write_text(f"dilation {k:g}\n")
-        control.write_text(f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}\n")
-        control.write_text("miss 0 0 0 0\n")
+        _control(spec, f"dilation {k:g}")
+        _control(spec, f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}")
+        _control(spec, "miss 0 0 0 0")
     misses = _misses(specs, block_devices, k)
     for spec in specs:
         own, points = host[spec["name"]], misses[spec["name"]]
-        control = Path(spec["emulator_mountpoint"]) / "control"
-        control.write_text(f"miss {points[0][0]} {points[0][1]} {points[1][0]} {points[1][1]}\n")
+        _control(spec, f"miss {points[0][0]} {points[0][1]} {points[1][0]} {points[1][1]}")
         calibration = {
             "dilation": k, "dilation_setting": dilation, "dilation_needed": needed[spec["name"]],
             "dilation_needed_by_host": round(least, 2),

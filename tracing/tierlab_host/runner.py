@@ -251,4 +251,3 @@ def main(spec_file: str) -> None:
 
 def main_plan(spec_file: str) -> None:
     print(json.dumps(plan(json.loads(Path(spec_file).read_text()))))
-
