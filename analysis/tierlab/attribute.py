@@ -11,6 +11,7 @@ import pandas as pd
 
 SECTOR_BYTES = 512
 OTHER = "other"
+UNKNOWN = "unknown"
 
 
 def extent_table(files: list[dict]) -> pd.DataFrame:
@@ -61,17 +62,19 @@ def attribute(requests: pd.DataFrame, extents: pd.DataFrame, tier_by_device: dic
     out["request"] = np.arange(len(out), dtype=np.int64)
     out["piece"] = np.int64(0)
     out["request_size_sectors"] = out["size_sectors"]
-    objects = np.full(len(out), OTHER, dtype=object)
+    names = sorted({OTHER, *extents["object"]})
+    objects = np.full(len(out), names.index(OTHER), dtype=np.int32)
     offsets = np.full(len(out), np.nan)
     crossing = np.zeros(len(out), dtype=bool)
     sectors = out["sector"].to_numpy()
     request_ends = sectors + out["size_sectors"].to_numpy()
-    devices = out["device"].to_numpy()
+    devices = out["device"].astype("category")
+    device_codes = devices.cat.codes.to_numpy()
     by_device = {device: ext.reset_index(drop=True) for device, ext in extents.groupby("device")}
     for device, ext in by_device.items():
-        mask = devices == device
-        if not mask.any():
+        if device not in devices.cat.categories:
             continue
+        mask = device_codes == devices.cat.categories.get_loc(device)
         starts = ext["start_sector"].to_numpy()
         ends = ext["end_sector"].to_numpy()
         idx = np.searchsorted(starts, sectors[mask], side="right") - 1
@@ -82,10 +85,10 @@ def attribute(requests: pd.DataFrame, extents: pd.DataFrame, tier_by_device: dic
                                                   request_ends[mask] > next_start)
         positions = np.flatnonzero(mask)[inside]
         hit = clipped[inside]
-        objects[positions] = ext["object"].to_numpy()[hit]
+        objects[positions] = np.searchsorted(names, ext["object"].to_numpy())[hit]
         offsets[positions] = (ext["logical_bytes"].to_numpy()[hit]
                               + (sectors[positions] - starts[hit]) * SECTOR_BYTES)
-    out["object"] = objects
+    out["object"] = pd.Categorical.from_codes(objects, names)
     out["file_offset_bytes"] = offsets
     if crossing.any():
         pieces = []
@@ -95,6 +98,9 @@ def attribute(requests: pd.DataFrame, extents: pd.DataFrame, tier_by_device: dic
         pieces = pd.DataFrame(pieces, columns=out.columns).astype(out.dtypes.to_dict())    # categoricals stay
         out = pd.concat([out[~crossing], pieces], ignore_index=True)
         out = out.sort_values(["request", "piece"], kind="stable").reset_index(drop=True)
-    out["object"] = out["object"].astype("string")
-    out["tier"] = out["device"].map(tier_by_device).astype("string").fillna("unknown")
+    devices = out["device"].astype("category")
+    tiers = [tier_by_device.get(device, UNKNOWN) for device in devices.cat.categories]
+    tier_names = sorted({UNKNOWN, *tiers})
+    tier_codes = np.searchsorted(tier_names, np.array(tiers, dtype=object)).astype(np.int32)
+    out["tier"] = pd.Categorical.from_codes(tier_codes[devices.cat.codes.to_numpy()], tier_names)
     return out

@@ -30,8 +30,11 @@ def _progress():
 
 def _analyze(args) -> None:
     run_dir = Path(args.run_dir)
-    tables = analyze(load_run(run_dir, args.tolerate_errors, _progress()), args.stream_window,
-                     args.random_threshold, args.repeat_threshold)
+    run = load_run(run_dir)
+    requests_path = run_dir / "tables" / "requests.parquet"
+    requests_path.parent.mkdir(exist_ok=True)
+    tables = analyze(run, args.stream_window, args.random_threshold, args.repeat_threshold, args.tolerate_errors,
+                     _progress(), requests_path)
     queries = tables["queries"]
     for query, attempt in cut_traces(queries):
         print(f"warning: the trace of {query} try {attempt} has no end marker: it was cut short, and the "
@@ -42,7 +45,7 @@ def _analyze(args) -> None:
             print(f"warning: the trace of {row['query']} try {row['try']} has {problem} (tables/trace_counts.csv)",
                   file=sys.stderr)
     context = manifest.build(run_dir, "auto", with_artifacts=False)
-    for path in write_tables(run_dir, tables) + write_run_report(run_dir / "report", context, tables):
+    for path in [requests_path, *write_tables(run_dir, tables), *write_run_report(run_dir / "report", context, tables)]:
         print(path)
     print(queries.to_string(index=False, columns=["query", "try", "status", "elapsed_s", "io_time_s", "rows"]))
 

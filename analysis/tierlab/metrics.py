@@ -1,12 +1,15 @@
-"""The metrics of STUDY.md section 2, as pure functions of a requests frame.
+"""The metrics of STUDY.md section 2, as pure functions of request pieces.
 
-The frame has one row per dispatched data request (see parse_ftrace), plus
-`object` and `file_offset_bytes` from attribution. Pages are aligned to the
-start of the file that holds them, or to the device where no file is known.
+A requests frame has one row per piece of a dispatched data request (see parse_ftrace and
+attribute): `object` and `file_offset_bytes` from attribution, `sequential` from
+mark_sequential. `Pieces` holds the columns the metrics read as numpy arrays, so that one
+set of requests is converted once and its subsets (a tier, a table) are masks of it. Pages
+are aligned to the start of the file that holds them, or to the device where no file is known.
 """
 
-from collections import deque
+from dataclasses import dataclass, fields
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -21,44 +24,76 @@ CATEGORIES = {
     (False, False): "3 sequential",
     (False, True): "4 sequential repeated",
 }
+SIZE_BUCKETS_BYTES = [512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
+# upper bounds (inclusive) of latency buckets: 100 per decade from 0.01 us to 1000 s, so that a run's latency
+# distribution is kept in a fixed size whatever its number of requests (each bound within 2.3% of the next)
+LATENCY_EDGES_US = 10.0 ** (np.arange(-200, 901) / 100)
 
 
-def page_spans(requests: pd.DataFrame, page_bytes: int) -> pd.DataFrame:
-    """Per request: the page space it lives in (an object, or a device where no file is known; a number)
-    and its first and last page."""
-    mapped = requests["file_offset_bytes"].notna().to_numpy()
-    start = np.where(mapped, requests["file_offset_bytes"].fillna(0).to_numpy(),
-                     requests["sector"].to_numpy() * SECTOR_BYTES).astype(np.int64)
-    end = start + requests["size_sectors"].to_numpy() * SECTOR_BYTES - 1
-    # a number per page space: 0, 1, ... for the objects, -1, -2, ... for the devices' unmapped space
-    objects, _ = pd.factorize(requests["object"])
-    devices, _ = pd.factorize(requests["device"])
-    space = np.where(mapped, objects, -1 - devices)
-    return pd.DataFrame({"space": space, "first_page": start // page_bytes, "last_page": end // page_bytes},
-                        index=requests.index)
+@dataclass
+class Pieces:
+    """Per piece: its page space (a number: objects >= 0, each device's unmapped space < 0), first and
+    last page, whether it is a read, a write, sequential (see mark_sequential), and the head (piece 0)
+    of its request; and the request's dispatch time, latency, first sector and whole size."""
+    space: np.ndarray
+    first_page: np.ndarray
+    last_page: np.ndarray
+    read: np.ndarray
+    write: np.ndarray
+    sequential: np.ndarray
+    head: np.ndarray
+    ts_s: np.ndarray
+    latency_us: np.ndarray
+    sector: np.ndarray
+    request_size_sectors: np.ndarray
+
+    @classmethod
+    def of(cls, requests: pd.DataFrame, page_bytes: int) -> "Pieces":
+        offset = requests["file_offset_bytes"].to_numpy(dtype=np.float64)
+        mapped = ~np.isnan(offset)
+        sector = requests["sector"].to_numpy(dtype=np.int64)
+        start = np.where(mapped, np.nan_to_num(offset), sector * SECTOR_BYTES).astype(np.int64)
+        end = start + requests["size_sectors"].to_numpy(dtype=np.int64) * SECTOR_BYTES - 1
+        objects, _ = pd.factorize(requests["object"])
+        devices, _ = pd.factorize(requests["device"])
+        op = requests["op"].to_numpy()
+        return cls(space=np.where(mapped, objects, -1 - devices), first_page=start // page_bytes,
+                   last_page=end // page_bytes, read=op == "R", write=op == "W",
+                   sequential=requests["sequential"].to_numpy(dtype=bool), head=requests["piece"].to_numpy() == 0,
+                   ts_s=requests["ts_s"].to_numpy(dtype=np.float64),
+                   latency_us=requests["latency_us"].to_numpy(dtype=np.float64), sector=sector,
+                   request_size_sectors=requests["request_size_sectors"].to_numpy(dtype=np.int64))
+
+    def __getitem__(self, mask: np.ndarray) -> "Pieces":
+        return Pieces(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+
+    def __len__(self) -> int:
+        return len(self.space)
 
 
-def page_counts(spans: pd.DataFrame) -> tuple[int, int]:
+def page_counts(space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray) -> tuple[int, int]:
     """(pages accessed with repetition, distinct pages). Distinct pages are the size of the union of the
-    requests' page ranges in each space, so that memory follows the number of requests, not their sizes."""
-    if spans.empty:
+    pieces' page ranges in each space, so that memory follows the number of pieces, not their sizes."""
+    if not len(space):
         return 0, 0
-    codes, _ = pd.factorize(spans["space"])
-    first, last = spans["first_page"].to_numpy(), spans["last_page"].to_numpy()
+    # by space, then by first page (np.lexsort is three times slower; ties need no order)
+    by_page = np.argsort(first_page)
+    spaces = space - space.min()
+    order = by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max()))[by_page], kind="stable")]
+    spaces, begins, ends = space[order], first_page[order], last_page[order]
+    bounds = np.flatnonzero(np.diff(spaces)) + 1
     distinct = 0
-    for space in range(codes.max() + 1):
-        mine = codes == space
-        order = np.argsort(first[mine], kind="stable")
-        begins, ends = first[mine][order], last[mine][order]
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
+        begin, end = begins[lo:hi], ends[lo:hi]
         # by first page: each range adds the pages beyond the furthest one an earlier range reached
-        reached = np.maximum.accumulate(ends)
-        before = np.r_[begins[0] - 1, np.maximum(reached[:-1], begins[1:] - 1)]
-        distinct += int((ends - before).clip(min=0).sum())
-    return int((last - first + 1).sum()), distinct
+        reached = np.maximum.accumulate(end)
+        before = np.r_[begin[0] - 1, np.maximum(reached[:-1], begin[1:] - 1)]
+        distinct += int((end - before).clip(min=0).sum())
+    return int((last_page - first_page + 1).sum()), distinct
 
 
-def repeat_access_rate(spans: pd.DataFrame) -> float:
-    total, distinct = page_counts(spans)
+def repeat_access_rate(pieces: Pieces) -> float:
+    total, distinct = page_counts(pieces.space, pieces.first_page, pieces.last_page)
     return total / distinct if distinct else float("nan")
 
 
@@ -67,47 +102,58 @@ def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STRE
     requests to the same device ended (that end then continues this request's stream, and is no longer
     waited on), or spans more than one page."""
     order = np.argsort(requests["ts_s"].to_numpy(), kind="stable")
-    devices, _ = pd.factorize(requests["device"].to_numpy()[order])
-    starts = requests["sector"].to_numpy()[order]
-    sizes = requests["size_sectors"].to_numpy()[order]
-    continued = np.zeros(len(order), dtype=bool)
-    for device in range(devices.max(initial=-1) + 1):
-        mine = np.flatnonzero(devices == device)
-        continued[mine] = _continued(starts[mine].tolist(), (starts[mine] + sizes[mine]).tolist(), window)
+    devices = pd.factorize(requests["device"])[0][order]
+    starts = requests["sector"].to_numpy(dtype=np.int64)[order]
+    sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[order]
+    continued = _continued(devices.astype(np.int64), starts, starts + sizes, window, devices.max(initial=-1) + 1)
     flags = np.empty(len(order), dtype=bool)
     flags[order] = continued | (sizes > page_bytes // SECTOR_BYTES)
     return flags
 
 
-def _continued(starts: list[int], ends: list[int], window: int) -> list[bool]:
-    """Per request of one device, whether it starts where one of the last `window` requests ended."""
-    recent: deque = deque(maxlen=window)
-    found = []
-    for start, end in zip(starts, ends, strict=True):
-        if start in recent:
-            recent.remove(start)
-            found.append(True)
-        else:
-            found.append(False)
-        recent.append(end)
+@numba.njit(cache=True)
+def _continued(devices, starts, ends, window, device_count):
+    """Per request in time order, whether it starts where one of its device's last `window` unmatched
+    request ends lies (oldest first); a matched end leaves the queue, a full queue drops its oldest."""
+    queues = np.empty((device_count, window), np.int64)
+    lengths = np.zeros(device_count, np.int64)
+    found = np.zeros(len(starts), np.bool_)
+    for i in range(len(starts)):
+        queue = queues[devices[i]]
+        length = lengths[devices[i]]
+        for j in range(length):
+            if queue[j] == starts[i]:
+                found[i] = True
+                queue[j:length - 1] = queue[j + 1:length]
+                length -= 1
+                break
+        if length == window:
+            queue[:length - 1] = queue[1:length]
+            length -= 1
+        queue[length] = ends[i]
+        lengths[devices[i]] = length + 1
     return found
 
 
 def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:
     """Per piece (see attribute), whether its read request is sequential; writes are not."""
-    heads = requests[(requests["piece"] == 0) & (requests["op"] == "R")]
-    whole = heads.assign(size_sectors=heads["request_size_sectors"])
-    sequential = pd.Series(sequential_flags(whole, page_bytes, window), index=heads["request"].to_numpy())
-    return requests["request"].map(sequential).fillna(False).to_numpy(dtype=bool)
+    request = requests["request"].to_numpy()
+    heads = ((requests["piece"] == 0) & (requests["op"] == "R")).to_numpy()
+    whole = requests.loc[heads, ["ts_s", "device", "sector", "request_size_sectors"]]
+    by_request = np.zeros(request.max(initial=-1) + 1, dtype=bool)
+    by_request[request[heads]] = sequential_flags(whole.rename(columns={"request_size_sectors": "size_sectors"}),
+                                                  page_bytes, window)
+    return by_request[request]
 
 
-def busy_time_s(requests: pd.DataFrame) -> float:
-    """Time with at least one request in flight (union of dispatch-to-completion intervals)."""
-    done = requests.dropna(subset=["latency_us"])
-    if done.empty:
+def busy_time_s(ts_s: np.ndarray, latency_us: np.ndarray) -> float:
+    """Time with at least one request in flight (union of dispatch-to-completion intervals); requests
+    without a completion (NaN latency) are left out."""
+    done = ~np.isnan(latency_us)
+    if not done.any():
         return 0.0
-    starts = done["ts_s"].to_numpy()
-    ends = starts + done["latency_us"].to_numpy() / 1e6
+    starts = ts_s[done]
+    ends = starts + latency_us[done] / 1e6
     order = np.argsort(starts)
     starts, ends = starts[order], ends[order]
     covered_to = np.maximum.accumulate(ends)
@@ -116,15 +162,15 @@ def busy_time_s(requests: pd.DataFrame) -> float:
     return float(covered_to[-1] - starts[0] - gaps.sum())
 
 
-def inflight_depth(requests: pd.DataFrame) -> dict[str, float]:
+def inflight_depth(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
     """Requests in flight (dispatched, not completed): time-weighted mean while busy, and maximum."""
-    done = requests.dropna(subset=["latency_us"])
-    if done.empty:
+    done = ~np.isnan(latency_us)
+    if not done.any():
         return {"inflight_mean": float("nan"), "inflight_max": 0}
-    starts = done["ts_s"].to_numpy()
-    ends = starts + done["latency_us"].to_numpy() / 1e6
+    starts = ts_s[done]
+    ends = starts + latency_us[done] / 1e6
     times = np.concatenate([starts, ends])
-    steps = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+    steps = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
     # at equal times a completion is counted before a dispatch, so back-to-back requests are not overlap
     order = np.lexsort((steps, times))
     times, depth = times[order], np.cumsum(steps[order])
@@ -135,25 +181,28 @@ def inflight_depth(requests: pd.DataFrame) -> dict[str, float]:
     return {"inflight_mean": mean, "inflight_max": int(depth.max())}
 
 
-SIZE_BUCKETS_BYTES = [512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
-
-
-def size_histogram(requests: pd.DataFrame) -> pd.DataFrame:
+def size_histogram(pieces: Pieces) -> pd.DataFrame:
     """Requests per size bucket: `size_le_bytes` is the bucket's upper bound (inclusive); the last is open."""
-    heads = requests[requests["piece"] == 0]
-    sizes = heads["request_size_sectors"].to_numpy() * SECTOR_BYTES
-    bucket = np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left")
-    labels = np.array([*SIZE_BUCKETS_BYTES, -1])[bucket]
+    sizes = pieces.request_size_sectors[pieces.head] * SECTOR_BYTES
+    labels = np.array([*SIZE_BUCKETS_BYTES, -1])[np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left")]
     counts = pd.Series(labels).value_counts()
     return pd.DataFrame({"size_le_bytes": counts.index, "requests": counts.to_numpy()}).sort_values(
         "size_le_bytes", key=lambda s: s.where(s >= 0, np.iinfo(np.int64).max)).reset_index(drop=True)
 
 
-def latency_percentiles(latency_us: pd.Series) -> dict[str, float]:
-    values = latency_us.dropna()
-    if values.empty:
+def latency_histogram(latency_us: np.ndarray) -> np.ndarray:
+    """Requests per bucket of LATENCY_EDGES_US; requests without a completion (NaN) are left out."""
+    values = latency_us[~np.isnan(latency_us)]
+    bucket = np.minimum(np.searchsorted(LATENCY_EDGES_US, values, side="left"), len(LATENCY_EDGES_US) - 1)
+    return np.bincount(bucket, minlength=len(LATENCY_EDGES_US))
+
+
+def latency_percentiles(latency_us: np.ndarray) -> dict[str, float]:
+    values = latency_us[~np.isnan(latency_us)]
+    if not len(values):
         return {f"latency_{k}_us": float("nan") for k in LATENCY_QUANTILES}
-    return {f"latency_{k}_us": float(values.quantile(q)) for k, q in LATENCY_QUANTILES.items()}
+    found = np.quantile(values, list(LATENCY_QUANTILES.values()))
+    return {f"latency_{k}_us": float(v) for k, v in zip(LATENCY_QUANTILES, found, strict=True)}
 
 
 def category(random_pct: float, repeat_rate: float,
@@ -163,34 +212,28 @@ def category(random_pct: float, repeat_rate: float,
     return CATEGORIES[(random_pct > random_threshold, repeat_rate > repeat_threshold)]
 
 
-def access_summary(requests: pd.DataFrame, page_bytes: int,
-                   random_threshold: float = RANDOM_PCT_THRESHOLD,
+def access_summary(pieces: Pieces, random_threshold: float = RANDOM_PCT_THRESHOLD,
                    repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
-    """The access-pattern metrics of one set of requests (a query, a query x table, a trace).
+    """The access-pattern metrics of one set of request pieces (a query, a query x table, a trace).
 
-    Rows are request pieces (see attribute): page metrics count every piece, request-level
-    metrics (counts, sizes, latency, busy time) read piece 0 with request_size_sectors.
-    `requests` must carry a boolean `sequential` column (see sequential_flags)."""
-    heads = requests[requests["piece"] == 0]
-    is_read = (requests["op"] == "R").to_numpy()
-    spans = page_spans(requests, page_bytes)
-    read_spans = spans[is_read]
-    pages, distinct = page_counts(spans)
-    read_pages, read_distinct = page_counts(read_spans)
-    read_lengths = read_spans["last_page"] - read_spans["first_page"] + 1
-    sequential_pages = int(read_lengths[requests["sequential"].to_numpy()[is_read]].sum())
+    Page metrics count every piece; request-level metrics (counts, sizes, latency, busy time) read
+    the heads (piece 0) with the request's whole size."""
+    pages, distinct = page_counts(pieces.space, pieces.first_page, pieces.last_page)
+    reads = pieces[pieces.read]
+    read_lengths = reads.last_page - reads.first_page + 1
+    read_pages, read_distinct = page_counts(reads.space, reads.first_page, reads.last_page)
+    sequential_pages = int(read_lengths[reads.sequential].sum())
     sequential_pct = 100.0 * sequential_pages / read_pages if read_pages else float("nan")
     random_pct = 100.0 - sequential_pct if read_pages else float("nan")
     repeat_rate = pages / distinct if distinct else float("nan")
-    sizes = heads["request_size_sectors"].to_numpy()
-    read_heads = heads["op"] == "R"
-    write_heads = heads["op"] == "W"
+    heads = pieces[pieces.head]
+    sizes = heads.request_size_sectors
     return {
         "requests": len(heads),
-        "read_requests": int(read_heads.sum()),
-        "write_requests": int(write_heads.sum()),
-        "read_bytes": int(heads.loc[read_heads, "request_size_sectors"].sum() * SECTOR_BYTES),
-        "write_bytes": int(heads.loc[write_heads, "request_size_sectors"].sum() * SECTOR_BYTES),
+        "read_requests": int(heads.read.sum()),
+        "write_requests": int(heads.write.sum()),
+        "read_bytes": int(sizes[heads.read].sum() * SECTOR_BYTES),
+        "write_bytes": int(sizes[heads.write].sum() * SECTOR_BYTES),
         "pages": pages,
         "distinct_pages": distinct,
         "read_pages": read_pages,
@@ -201,8 +244,8 @@ def access_summary(requests: pd.DataFrame, page_bytes: int,
         "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
         "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
         "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
-        "misaligned_pct": 100.0 * float((heads["sector"].to_numpy() % 8 != 0).mean()) if len(sizes) else float("nan"),
-        "io_time_s": busy_time_s(heads),
-        **inflight_depth(heads),
-        **latency_percentiles(heads["latency_us"]),
+        "misaligned_pct": 100.0 * float((heads.sector % 8 != 0).mean()) if len(sizes) else float("nan"),
+        "io_time_s": busy_time_s(heads.ts_s, heads.latency_us),
+        **inflight_depth(heads.ts_s, heads.latency_us),
+        **latency_percentiles(heads.latency_us),
     }

@@ -88,12 +88,14 @@ def plot_repeat_access(metrics: pd.DataFrame) -> str:
     return _svg(fig)
 
 
-def plot_latency_cdf(requests: pd.DataFrame) -> str:
+def plot_latency_cdf(read_latency: pd.DataFrame) -> str:
+    """read_latency: reads per tier and latency bucket (upper bound latency_le_us)."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    for tier, group in requests[requests["op"] == "R"].groupby("tier"):
-        values = np.sort(group["latency_us"].dropna().to_numpy())
-        if values.size:
-            ax.plot(values, np.arange(1, values.size + 1) / values.size, label=f"{tier} ({values.size} reads)")
+    for tier, group in read_latency.groupby("tier", sort=True):
+        group = group.sort_values("latency_le_us")
+        reads = group["reads"].to_numpy()
+        ax.step(group["latency_le_us"], np.cumsum(reads) / reads.sum(), where="post",
+                label=f"{tier} ({reads.sum()} reads)")
     ax.set_xscale("log")
     ax.set_xlabel("read latency, dispatch to completion (µs)")
     ax.set_ylabel("fraction of reads")
@@ -189,7 +191,7 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, li
 def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFrame]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     context = pd.DataFrame(run_context(manifest), columns=["", "value"])
-    metrics, table_metrics, requests = tables["query_metrics"], tables["table_metrics"], tables["requests"]
+    metrics, table_metrics = tables["query_metrics"], tables["table_metrics"]
     title = f"tierlab run {manifest.get('run_id', '')}"
     queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
                                            "io_time_undilated_s", "rows", "trace_complete"])
@@ -220,7 +222,7 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
         sections += ["<h2>Per-query access patterns</h2>",
                      f"<p class='note'>{html.escape(definitions)}</p>",
                      _html_table(shown_metrics),
-                     plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(requests),
+                     plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(tables["read_latency"]),
                      "<h2>Per-table breakdown of each query</h2>"]
         md += ["", "## Per-query access patterns", "", definitions, "", _md_table(shown_metrics), "",
                "## Per-table breakdown", ""]

@@ -4,20 +4,26 @@ The only module (with the CLI) that touches the filesystem.
 """
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .attribute import attribute, extent_table
 from .block_trace import concat_requests
 from .errors import RunDirError
 from .metrics import (
+    LATENCY_EDGES_US,
     RANDOM_PCT_THRESHOLD,
     REPEAT_THRESHOLD,
     STREAM_WINDOW,
+    Pieces,
     access_summary,
+    latency_histogram,
     mark_sequential,
     size_histogram,
 )
@@ -30,13 +36,28 @@ QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "i
                  "started_at", "events_lost", "trace_complete"]
 
 
+REQUEST_SCHEMA = pa.schema([
+    ("ts_s", pa.float64()), ("device", pa.string()), ("tier", pa.string()), ("op", pa.string()), ("rwbs", pa.string()),
+    ("sector", pa.int64()), ("size_sectors", pa.int64()), ("latency_us", pa.float64()), ("pid", pa.int64()),
+    ("process", pa.string()), ("query", pa.string()), ("try", pa.int64()), ("object", pa.string()),
+    ("file_offset_bytes", pa.float64()), ("sequential", pa.bool_()), ("request", pa.int64()), ("piece", pa.int64()),
+    ("request_size_sectors", pa.int64())])
+
+
+@dataclass
+class Window:
+    """One traced query try: its attributed requests inside the query's window, and its trace_counts row."""
+    query: str
+    attempt: int
+    requests: pd.DataFrame
+    counts: dict
+
+
 @dataclass
 class Run:
     path: Path
     study: dict
     queries: pd.DataFrame
-    requests: pd.DataFrame
-    trace_counts: pd.DataFrame
     counters: pd.DataFrame
     device_model: pd.DataFrame
     tiers: list[dict]
@@ -44,6 +65,33 @@ class Run:
     @property
     def dilation(self) -> float | None:
         return tiers_dilation(self.tiers)
+
+    def windows(self, tolerate_errors: bool = False, progress=None) -> Iterator[Window]:
+        """The traced query tries one at a time, so that memory follows the largest window, not the run;
+        `progress(done, total, label)` is called before each."""
+        traced = [row for row in read_query_rows(self.path)[["query", "try", "trace_files"]].to_dict("records")
+                  if row["trace_files"]]
+        extents = extent_table(_read_json(self.path / "raw" / "extents.json")["files"]) if traced else None
+        tier_by_device = {t["device"]: t["name"] for t in self.tiers}
+        for number, row in enumerate(traced, 1):
+            label = f"{row['query']}_try{row['try']}"
+            if progress:
+                progress(number, len(traced), label)
+            trace = _read_window_trace(self.path, row["trace_files"], tolerate_errors)
+            start, end = _window(trace.markers, label)
+            inside = ((trace.requests["ts_s"] >= start) & (trace.requests["ts_s"] <= end)).to_numpy()
+            requests = attribute(trace.requests[inside], extents, tier_by_device)
+            requests["query"] = row["query"]
+            requests["try"] = row["try"]
+            counts = {"query": row["query"], "try": row["try"], "files": " ".join(row["trace_files"]),
+                      "trace_complete": _complete(row["trace_files"], start, end),
+                      "outside_window": int((~inside).sum()), **trace.counts}
+            yield Window(row["query"], row["try"], requests, counts)
+
+    def requests(self, tolerate_errors: bool = False) -> pd.DataFrame:
+        """Every window's requests in one frame, for notebooks (the whole run in memory)."""
+        frames = [window.requests for window in self.windows(tolerate_errors)]
+        return concat_requests(frames) if frames else pd.DataFrame(columns=REQUEST_SCHEMA.names)
 
 
 def tiers_dilation(tiers: list[dict]) -> float | None:
@@ -109,30 +157,6 @@ def _read_window_trace(run_dir: Path, names: list[str], tolerate_errors: bool):
     return parse_blktrace_binary(paths, tolerate_errors)
 
 
-def read_requests(run_dir: Path, rows: pd.DataFrame, tolerate_errors: bool = False,
-                  progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All traced requests of the run (query, try set by the query window), and per-trace counts.
-
-    The window is the trace's start/end markers (ftrace), or the whole trace (blktrace, started
-    and stopped around the query). `progress(done, total, label)` is called before each trace."""
-    frames, counts = [], []
-    traced = [row for row in rows[["query", "try", "trace_files"]].to_dict("records") if row["trace_files"]]
-    for number, row in enumerate(traced, 1):
-        label = f"{row['query']}_try{row['try']}"
-        if progress:
-            progress(number, len(traced), label)
-        trace = _read_window_trace(run_dir, row["trace_files"], tolerate_errors)
-        start, end = _window(trace.markers, label)
-        inside = (trace.requests["ts_s"] >= start) & (trace.requests["ts_s"] <= end)
-        frames.append(trace.requests.assign(
-            query=pd.Series(np.where(inside, row["query"], None), dtype="string"), **{"try": row["try"]}))
-        counts.append({"query": row["query"], "try": row["try"], "files": " ".join(row["trace_files"]),
-                       "trace_complete": _complete(row["trace_files"], start, end),
-                       "outside_window": int((~inside).sum()), **trace.counts})
-    requests = concat_requests(frames) if frames else pd.DataFrame()
-    return requests, pd.DataFrame(counts)
-
-
 def _counter_files(run_dir: Path):
     for path in sorted((run_dir / "raw" / "counters").glob("*.json")):
         query, attempt = path.stem.rsplit("_try", 1)
@@ -161,18 +185,13 @@ def read_device_model(run_dir: Path) -> pd.DataFrame:
     return frame
 
 
-def load_run(path: str | Path, tolerate_errors: bool = False, progress=None) -> Run:
-    """The run's frames, for notebooks: queries, requests (attributed), trace counts, counters, device model counts."""
+def load_run(path: str | Path) -> Run:
+    """A run's configuration, queries, counters and device model counts; its traces are read by Run.windows."""
     run_dir = Path(path)
     read_manifest(run_dir)
     study = _read_json(run_dir / "config" / "study.json")
     tiers = _read_json(run_dir / "raw" / "tiers.json") if (run_dir / "raw" / "tiers.json").exists() else []
-    rows = read_query_rows(run_dir)
-    requests, trace_counts = read_requests(run_dir, rows, tolerate_errors, progress)
-    if not requests.empty:
-        extents = extent_table(_read_json(run_dir / "raw" / "extents.json")["files"])
-        requests = attribute(requests, extents, {t["device"]: t["name"] for t in tiers})
-    return Run(run_dir, study, rows.drop(columns=["trace_files"]), requests, trace_counts, read_counters(run_dir),
+    return Run(run_dir, study, read_query_rows(run_dir).drop(columns=["trace_files"]), read_counters(run_dir),
                read_device_model(run_dir), tiers)
 
 
@@ -200,29 +219,57 @@ def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -
 
 
 def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
-            repeat_threshold: float = REPEAT_THRESHOLD) -> dict[str, pd.DataFrame]:
-    """tables/ of a run: queries, requests, query_metrics, tier_metrics, table_metrics, size_histogram, trace_counts,
-    and the parameters the metrics were computed with."""
+            repeat_threshold: float = REPEAT_THRESHOLD, tolerate_errors: bool = False, progress=None,
+            requests_path: Path | None = None) -> dict[str, pd.DataFrame]:
+    """tables/ of a run: queries, query_metrics, tier_metrics, table_metrics, size_histogram, read_latency,
+    trace_counts, and the parameters the metrics were computed with. The traces are read one query window
+    at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go."""
     page_bytes = run.study["study"]["page_size_bytes"]
-
-    def summary(frame: pd.DataFrame) -> dict:
-        return access_summary(frame, page_bytes, random_threshold, repeat_threshold)
-
-    requests = run.requests
-    rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": []}
-    if not requests.empty:
-        requests = requests[requests["query"].notna()].reset_index(drop=True)
-        requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
-        for (query, attempt), group in requests.groupby(["query", "try"], sort=True):
-            key = {"query": query, "try": attempt}
-            rows["query"].append({**key, **summary(group)})
-            for tier, part in group.groupby("tier", sort=True):
-                rows["tier"].append({**key, "tier": tier, **summary(part)})
+    rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": [], "counts": []}
+    latency: dict[str, np.ndarray] = {}
+    # written beside its place and moved there when every window is read, so that a failure leaves no half file
+    partial = requests_path.with_name(requests_path.name + ".partial") if requests_path else None
+    writer = pq.ParquetWriter(partial, REQUEST_SCHEMA) if partial else None
+    try:
+        for window in run.windows(tolerate_errors, progress):
+            requests = window.requests
+            requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
+            if writer:
+                writer.write_table(pa.Table.from_pandas(requests[REQUEST_SCHEMA.names], preserve_index=False)
+                                   .cast(REQUEST_SCHEMA))
+            rows["counts"].append(window.counts)
+            if requests.empty:
+                continue
+            key = {"query": window.query, "try": window.attempt}
+            pieces = Pieces.of(requests, page_bytes)
+            rows["query"].append({**key, **access_summary(pieces, random_threshold, repeat_threshold)})
+            # groups by the categoricals' codes (their categories are sorted, so the groups come out sorted)
+            tiers, objects = requests["tier"].cat, requests["object"].cat
+            tier_codes, object_codes = tiers.codes.to_numpy(), objects.codes.to_numpy()
+            for code in np.unique(tier_codes):
+                tier = tiers.categories[code]
+                part = pieces[tier_codes == code]
+                rows["tier"].append({**key, "tier": tier, **access_summary(part, random_threshold, repeat_threshold)})
                 rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
-            for (obj, tier), part in group.groupby(["object", "tier"], sort=True):
-                rows["table"].append({**key, "object": obj, "tier": tier, **summary(part)})
+                reads = part[part.head & part.read]
+                latency[tier] = latency.get(tier, 0) + latency_histogram(reads.latency_us)
+            pairs = object_codes.astype(np.int64) * len(tiers.categories) + tier_codes
+            for pair in np.unique(pairs):
+                part = pieces[pairs == pair]
+                rows["table"].append({**key, "object": objects.categories[pair // len(tiers.categories)],
+                                      "tier": tiers.categories[pair % len(tiers.categories)],
+                                      **access_summary(part, random_threshold, repeat_threshold)})
+    except BaseException:
+        if writer:
+            writer.close()
+            partial.unlink()
+        raise
+    if writer:
+        writer.close()
+        partial.replace(requests_path)
+    trace_counts = pd.DataFrame(rows["counts"])
     queries = run.queries.copy()
-    complete = {(r["query"], r["try"]): bool(r["trace_complete"]) for r in run.trace_counts.to_dict("records")}
+    complete = {(r["query"], r["try"]): bool(r["trace_complete"]) for r in rows["counts"]}
     queries["trace_complete"] = pd.array([complete.get((q, t)) for q, t in zip(queries["query"], queries["try"], strict=True)],
                                          dtype="boolean")
     query_metrics = pd.DataFrame(rows["query"])
@@ -244,12 +291,15 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         queries["io_time_s"] = queries["io_time_undilated_s"] = np.nan
     return {
         "queries": queries[QUERY_COLUMNS],
-        "requests": requests,
         "query_metrics": query_metrics,
         "tier_metrics": _with_device_model(pd.DataFrame(rows["tier"]), run.device_model),
         "table_metrics": pd.DataFrame(rows["table"]),
         "size_histogram": pd.DataFrame(rows["size"]),
-        "trace_counts": run.trace_counts,
+        "read_latency": pd.DataFrame([{"tier": tier, "latency_le_us": edge, "reads": int(count)}
+                                      for tier, counts in sorted(latency.items())
+                                      for edge, count in zip(LATENCY_EDGES_US, counts, strict=True) if count],
+                                     columns=["tier", "latency_le_us", "reads"]),
+        "trace_counts": trace_counts,
         "parameters": pd.DataFrame([{"page_size_bytes": page_bytes, "stream_window": stream_window,
                                      "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold}]),
     }
@@ -267,19 +317,12 @@ def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
 
 
 def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:
+    """tables/NAME.csv of each table (requests.parquet is written by analyze, window by window)."""
     out = run_dir / "tables"
     out.mkdir(exist_ok=True)
     written = []
     for name, frame in tables.items():
-        if name == "requests":
-            path = out / "requests.parquet"
-            columns = ["ts_s", "device", "tier", "op", "rwbs", "sector", "size_sectors", "latency_us",
-                       "pid", "process", "query", "try", "object", "file_offset_bytes", "sequential",
-                       "request", "piece", "request_size_sectors"]
-            frame = frame[columns] if not frame.empty else pd.DataFrame(columns=columns)
-            frame.to_parquet(path, index=False)
-        else:
-            path = out / f"{name}.csv"
-            frame.to_csv(path, index=False, float_format="%.6g")
+        path = out / f"{name}.csv"
+        frame.to_csv(path, index=False, float_format="%.6g")
         written.append(path)
     return written

@@ -9,7 +9,7 @@ from pathlib import Path
 from .attribute import attribute, extent_table
 from .block_trace import BlockTrace, concat_requests
 from .errors import TraceFormatError
-from .metrics import access_summary, mark_sequential
+from .metrics import Pieces, access_summary, mark_sequential
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 
@@ -94,7 +94,7 @@ def trace_stats(trace: BlockTrace, page_bytes: int) -> dict:
     # no file is known: every page is device-aligned
     requests = attribute(trace.requests, extent_table([]), {})
     requests["sequential"] = mark_sequential(requests, page_bytes)
-    summary = access_summary(requests, page_bytes)
+    summary = access_summary(Pieces.of(requests, page_bytes))
     latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
                for key in list(summary) if key.startswith("latency_")}
     return {

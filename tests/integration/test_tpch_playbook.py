@@ -27,7 +27,8 @@ def test_each_table_file_lives_on_the_tier_its_layout_says(layout_runs, layout):
 
 def test_q3_under_c_o_reads_customer_and_orders_on_the_fast_device_and_lineitem_on_the_capacity_device(layout_runs):
     run = tierlab.load_run(layout_runs["C+O"]["dir"])
-    reads = run.requests[(run.requests["query"] == "q03") & (run.requests["op"] == "R")]
+    requests = run.requests()
+    reads = requests[(requests["query"] == "q03") & (requests["op"] == "R")]
     fast_objects = set(reads.loc[reads["tier"] == "optane", "object"])
     capacity_objects = set(reads.loc[reads["tier"] == "nand", "object"])
     assert {"customer", "orders"} <= fast_objects <= {"customer", "orders", "other"}

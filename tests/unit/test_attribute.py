@@ -1,7 +1,7 @@
 import pandas as pd
 
 from tierlab.attribute import attribute, extent_table
-from tierlab.metrics import access_summary, mark_sequential
+from tierlab.metrics import Pieces, access_summary, mark_sequential
 
 FILES = [
     # lineitem.ibd: two extents, the second one physically before the first
@@ -62,7 +62,7 @@ def test_a_request_running_past_a_file_into_unmapped_space_keeps_the_rest_as_oth
 def test_a_request_spanning_two_files_is_one_request_touching_a_page_of_each():
     out = attribute(frame([("7:1", 1072)]), extent_table(FILES + [PART]), {"7:1": "nand"})
     out["sequential"] = mark_sequential(out, 16384)
-    summary = access_summary(out, 16384)
+    summary = access_summary(Pieces.of(out, 16384))
     assert (summary["requests"], summary["read_requests"], summary["read_bytes"]) == (1, 1, 16384)
     assert (summary["pages"], summary["distinct_pages"]) == (2, 2)
     assert out["sequential"].tolist() == [False, False]

@@ -3,12 +3,12 @@ import pandas as pd
 import pytest
 
 from tierlab.metrics import (
+    Pieces,
     access_summary,
     busy_time_s,
     category,
     inflight_depth,
     page_counts,
-    page_spans,
     repeat_access_rate,
     sequential_flags,
     size_histogram,
@@ -27,42 +27,46 @@ def requests(rows, mapped=True):
                         "latency_us": latency, "pid": 1, "process": "mariadbd",
                         "object": "lineitem" if mapped else "other",
                         "file_offset_bytes": float(sector * 512) if mapped else np.nan,
-                        "request": len(records), "piece": 0, "request_size_sectors": size})
+                        "request": len(records), "piece": 0, "request_size_sectors": size, "sequential": False})
     return pd.DataFrame(records)
+
+
+def counts(pieces):
+    return page_counts(pieces.space, pieces.first_page, pieces.last_page)
 
 
 def test_study_example_sequence_has_repeat_access_rate_two():
     # p1 p3 p4 p3 p1 p4 p5 p3: 8 accesses of 4 distinct pages
     pages = [1, 3, 4, 3, 1, 4, 5, 3]
     frame = requests([(i, p * PAGE_SECTORS, PAGE_SECTORS) for i, p in enumerate(pages)])
-    assert repeat_access_rate(page_spans(frame, PAGE)) == 2.0
+    assert repeat_access_rate(Pieces.of(frame, PAGE)) == 2.0
 
 
 def test_no_page_read_twice_gives_repeat_access_rate_one():
     frame = requests([(i, p * PAGE_SECTORS, PAGE_SECTORS) for i, p in enumerate([7, 2, 9])])
-    assert repeat_access_rate(page_spans(frame, PAGE)) == 1.0
+    assert repeat_access_rate(Pieces.of(frame, PAGE)) == 1.0
 
 
 def test_a_request_spanning_two_pages_touches_both():
     # 16 KiB starting half-way into page 1: pages 1 and 2
     frame = requests([(0, PAGE_SECTORS + PAGE_SECTORS // 2, PAGE_SECTORS)])
-    spans = page_spans(frame, PAGE)
-    assert (spans["first_page"].iloc[0], spans["last_page"].iloc[0]) == (1, 2)
-    assert page_counts(spans) == (2, 2)
+    pieces = Pieces.of(frame, PAGE)
+    assert (pieces.first_page[0], pieces.last_page[0]) == (1, 2)
+    assert counts(pieces) == (2, 2)
 
 
 def test_pages_of_different_files_are_different_pages():
     frame = requests([(0, 0, PAGE_SECTORS), (1, 0, PAGE_SECTORS)])
     frame.loc[1, "object"] = "orders"
-    assert page_counts(page_spans(frame, PAGE)) == (2, 2)
+    assert counts(Pieces.of(frame, PAGE)) == (2, 2)
 
 
 def test_unmapped_requests_use_device_aligned_pages():
     frame = pd.concat([requests([(0, 8, 8)], mapped=False), requests([(1, 8, 8)])], ignore_index=True)
-    spans = page_spans(frame, PAGE)
-    assert spans["first_page"].tolist() == [0, 0]
+    pieces = Pieces.of(frame, PAGE)
+    assert pieces.first_page.tolist() == [0, 0]
     # the device's unmapped page 0 is not the file's page 0
-    assert page_counts(spans) == (2, 2)
+    assert counts(pieces) == (2, 2)
 
 
 def test_adjacent_single_page_reads_are_sequential_after_the_first():
@@ -109,7 +113,7 @@ def test_busy_time_is_the_union_of_in_flight_intervals():
     # [0, 1 ms] and [0.5, 1.5 ms] overlap; [3, 4 ms] stands alone: 1.5 + 1 ms busy
     frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.0005, 64, 8, "R", "7:1", 1000.0),
                       (0.003, 128, 8, "R", "7:1", 1000.0)])
-    assert busy_time_s(frame) == pytest.approx(0.0025)
+    assert busy_time_s(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy()) == pytest.approx(0.0025)
 
 
 def test_access_summary_of_a_scan_and_a_repeated_lookup():
@@ -117,7 +121,7 @@ def test_access_summary_of_a_scan_and_a_repeated_lookup():
     lookups = [(10 + i, 500000, PAGE_SECTORS) for i in range(2)]
     frame = requests(scan + lookups)
     frame["sequential"] = sequential_flags(frame, PAGE)
-    summary = access_summary(frame, PAGE)
+    summary = access_summary(Pieces.of(frame, PAGE))
     assert (summary["read_pages"], summary["distinct_read_pages"]) == (8, 7)
     assert summary["sequential_pct"] == pytest.approx(100 * 5 / 8)
     assert summary["repeat_access_rate"] == pytest.approx(8 / 7)
@@ -130,38 +134,39 @@ def test_inflight_depth_is_time_weighted_while_busy():
     # two requests overlap for 0.5 ms of a 1.5 ms busy period: depth 1, 2, 1 for 0.5 ms each
     frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.0005, 64, 8, "R", "7:1", 1000.0),
                       (0.003, 128, 8, "R", "7:1", 1000.0)])
-    depth = inflight_depth(frame)
+    depth = inflight_depth(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy())
     assert depth["inflight_max"] == 2
     assert depth["inflight_mean"] == pytest.approx((1.5 * (1 + 2 + 1) / 3 + 1.0 * 1) / 2.5)
 
 
 def test_back_to_back_requests_do_not_overlap():
     frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.001, 64, 8, "R", "7:1", 1000.0)])
-    assert inflight_depth(frame) == {"inflight_mean": 1.0, "inflight_max": 1}
+    assert inflight_depth(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy()) == {"inflight_mean": 1.0,
+                                                                                         "inflight_max": 1}
 
 
 def test_size_histogram_buckets_by_upper_bound():
     frame = requests([(0, 0, 1), (1, 8, 8), (2, 16, 32), (3, 48, 32), (4, 80, 2560)])
-    histogram = size_histogram(frame)
+    histogram = size_histogram(Pieces.of(frame, PAGE))
     assert histogram.to_dict("list") == {"size_le_bytes": [512, 4096, 16384, -1], "requests": [1, 1, 2, 1]}
 
 
 def test_page_counts_equal_counting_every_page_of_every_request_on_random_spans():
     rng = np.random.default_rng(7)
     n = 2000
-    spans = pd.DataFrame({"space": rng.choice(["file:a", "file:b", "dev:7:1"], n),
-                          "first_page": rng.integers(0, 500, n)})
-    spans["last_page"] = spans["first_page"] + rng.integers(0, 40, n)
+    space = rng.choice([0, 1, -1], n)
+    first = rng.integers(0, 500, n)
+    last = first + rng.integers(0, 40, n)
     seen = set()
-    for space, first, last in spans.itertuples(index=False):
-        seen.update((space, page) for page in range(first, last + 1))
-    assert page_counts(spans) == (int((spans["last_page"] - spans["first_page"] + 1).sum()), len(seen))
+    for one_space, one_first, one_last in zip(space, first, last, strict=True):
+        seen.update((one_space, page) for page in range(one_first, one_last + 1))
+    assert page_counts(space, first, last) == (int((last - first + 1).sum()), len(seen))
 
 
 def test_pages_of_huge_ranges_are_counted_without_listing_each_page():
     # 2^40 pages would take 8 TiB listed one by one
-    spans = pd.DataFrame({"space": ["dev:7:1"] * 2, "first_page": [0, 1 << 39], "last_page": [(1 << 40) - 1] * 2})
-    assert page_counts(spans) == ((1 << 40) + (1 << 39), 1 << 40)
+    first, last = np.array([0, 1 << 39]), np.array([(1 << 40) - 1] * 2)
+    assert page_counts(np.array([-1, -1]), first, last) == ((1 << 40) + (1 << 39), 1 << 40)
 
 
 def test_sequential_flags_follow_the_definition_on_random_requests():

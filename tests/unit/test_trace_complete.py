@@ -1,7 +1,7 @@
 """A query's trace cut short (its end marker lost) is marked, not taken as the whole query."""
 
 import pytest
-from tiny_run import line, make_run, read
+from tiny_run import add_query, line, make_run, read
 
 from tierlab.run_io import analyze, load_run
 
@@ -15,3 +15,14 @@ def test_a_trace_is_complete_only_with_its_end_marker(tmp_path, end_marker, comp
     assert tables["queries"]["trace_complete"].tolist() == [complete]
     assert tables["trace_counts"]["trace_complete"].tolist() == [complete]
     assert tables["query_metrics"]["read_requests"].tolist() == [2]
+
+
+def test_a_stream_does_not_continue_from_one_query_window_into_the_next(tmp_path):
+    # q05's first read starts where q03's last read ended (sector 64), but each query starts cold
+    window = "tracing_mark_write: tierlab {} {}_try1"
+    run = make_run(tmp_path, line(1.0, window.format("start", "q03")) + read(1.1, 0) + read(1.2, 32)
+                   + line(1.3, window.format("end", "q03")))
+    add_query(run, "q05", line(2.0, window.format("start", "q05")) + read(2.1, 64) + read(2.2, 96)
+              + line(2.3, window.format("end", "q05")))
+    metrics = analyze(load_run(run))["query_metrics"]
+    assert metrics[["query", "sequential_pct"]].values.tolist() == [["q03", 50.0], ["q05", 50.0]]

@@ -1,4 +1,4 @@
-"""A run directory with one query (q03) traced through ftrace, for tests of the analysis."""
+"""A run directory with one query (q03) traced through ftrace, and more if added, for tests of the analysis."""
 
 import json
 
@@ -23,8 +23,14 @@ def make_run(tmp_path, body: str):
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"}]))
     (run / "raw" / "extents.json").write_text(json.dumps({"files": [
         {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]}]}))
-    (run / "raw" / "queries.jsonl").write_text(json.dumps(
-        {"query": "q03", "try": 1, "status": "ok", "error": "", "elapsed_s": 1.0, "rows": 10, "cache": "cold",
-         "started_at": "2026-11-23T09:28:40Z", "trace_files": ["q03_try1.ftrace"], "events_lost": 0}) + "\n")
-    (run / "raw" / "traces" / "q03_try1.ftrace").write_text(HEADER + body)
+    add_query(run, "q03", body)
     return run
+
+
+def add_query(run, query: str, body: str) -> None:
+    """A query row, traced through ftrace with `body` (try 1)."""
+    with open(run / "raw" / "queries.jsonl", "a") as rows:
+        rows.write(json.dumps(
+            {"query": query, "try": 1, "status": "ok", "error": "", "elapsed_s": 1.0, "rows": 10, "cache": "cold",
+             "started_at": "2026-11-23T09:28:40Z", "trace_files": [f"{query}_try1.ftrace"], "events_lost": 0}) + "\n")
+    (run / "raw" / "traces" / f"{query}_try1.ftrace").write_text(HEADER + body)
