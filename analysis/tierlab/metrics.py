@@ -32,9 +32,11 @@ LATENCY_EDGES_US = 10.0 ** (np.arange(-200, 901) / 100)
 
 @dataclass
 class Pieces:
-    """Per piece: its page space (a number: objects >= 0, each device's unmapped space < 0), first and
-    last page, whether it is a read, a write, sequential (see mark_sequential), and the head (piece 0)
-    of its request; and the request's dispatch time, latency, first sector and whole size."""
+    """Per piece: its row in the requests frame it came from, its page space (a number: objects >= 0, each
+    device's unmapped space < 0), first and last page, whether it is a read, a write, sequential (see
+    mark_sequential), and the head (piece 0) of its request; and the request's dispatch time, latency,
+    first sector and whole size."""
+    row: np.ndarray
     space: np.ndarray
     first_page: np.ndarray
     last_page: np.ndarray
@@ -49,6 +51,8 @@ class Pieces:
 
     @classmethod
     def of(cls, requests: pd.DataFrame, page_bytes: int) -> "Pieces":
+        """The pieces of a requests frame, in page order (see page_order), which their subsets keep, so that
+        page counts of a query, its tiers and its tables sort once."""
         offset = requests["file_offset_bytes"].to_numpy(dtype=np.float64)
         mapped = ~np.isnan(offset)
         sector = requests["sector"].to_numpy(dtype=np.int64)
@@ -57,12 +61,13 @@ class Pieces:
         objects, _ = pd.factorize(requests["object"])
         devices, _ = pd.factorize(requests["device"])
         op = requests["op"].to_numpy()
-        return cls(space=np.where(mapped, objects, -1 - devices), first_page=start // page_bytes,
-                   last_page=end // page_bytes, read=op == "R", write=op == "W",
-                   sequential=requests["sequential"].to_numpy(dtype=bool), head=requests["piece"].to_numpy() == 0,
-                   ts_s=requests["ts_s"].to_numpy(dtype=np.float64),
-                   latency_us=requests["latency_us"].to_numpy(dtype=np.float64), sector=sector,
-                   request_size_sectors=requests["request_size_sectors"].to_numpy(dtype=np.int64))
+        pieces = cls(row=np.arange(len(requests)), space=np.where(mapped, objects, -1 - devices), first_page=start // page_bytes,
+                     last_page=end // page_bytes, read=op == "R", write=op == "W",
+                     sequential=requests["sequential"].to_numpy(dtype=bool), head=requests["piece"].to_numpy() == 0,
+                     ts_s=requests["ts_s"].to_numpy(dtype=np.float64),
+                     latency_us=requests["latency_us"].to_numpy(dtype=np.float64), sector=sector,
+                     request_size_sectors=requests["request_size_sectors"].to_numpy(dtype=np.int64))
+        return pieces[page_order(pieces.space, pieces.first_page)]
 
     def __getitem__(self, mask: np.ndarray) -> "Pieces":
         return Pieces(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
@@ -76,20 +81,30 @@ def page_counts(space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray
     pieces' page ranges in each space, so that memory follows the number of pieces, not their sizes."""
     if not len(space):
         return 0, 0
-    # by space, then by first page (np.lexsort is three times slower; ties need no order)
-    by_page = np.argsort(first_page)
-    spaces = space - space.min()
-    order = by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max()))[by_page], kind="stable")]
-    spaces, begins, ends = space[order], first_page[order], last_page[order]
-    bounds = np.flatnonzero(np.diff(spaces)) + 1
+    if not _in_page_order(space, first_page):
+        order = page_order(space, first_page)
+        space, first_page, last_page = space[order], first_page[order], last_page[order]
+    bounds = np.flatnonzero(np.diff(space)) + 1
     distinct = 0
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
-        begin, end = begins[lo:hi], ends[lo:hi]
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(space)], strict=True):
+        begin, end = first_page[lo:hi], last_page[lo:hi]
         # by first page: each range adds the pages beyond the furthest one an earlier range reached
         reached = np.maximum.accumulate(end)
         before = np.r_[begin[0] - 1, np.maximum(reached[:-1], begin[1:] - 1)]
         distinct += int((end - before).clip(min=0).sum())
     return int((last_page - first_page + 1).sum()), distinct
+
+
+def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
+    """Positions by space, then by first page (np.lexsort is three times slower; ties need no order)."""
+    by_page = np.argsort(first_page)
+    spaces = space - space.min(initial=0)
+    return by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max(initial=0)))[by_page], kind="stable")]
+
+
+def _in_page_order(space: np.ndarray, first_page: np.ndarray) -> bool:
+    same = space[1:] == space[:-1]
+    return bool(((space[1:] > space[:-1]) | (same & (first_page[1:] >= first_page[:-1]))).all())
 
 
 def repeat_access_rate(pieces: Pieces) -> float:
@@ -146,39 +161,27 @@ def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREA
     return by_request[request]
 
 
-def busy_time_s(ts_s: np.ndarray, latency_us: np.ndarray) -> float:
-    """Time with at least one request in flight (union of dispatch-to-completion intervals); requests
-    without a completion (NaN latency) are left out."""
+def in_flight(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
+    """io_time_s: the time with at least one request in flight (the union of the dispatch-to-completion
+    intervals); inflight_mean and inflight_max: the requests in flight, time-weighted while busy, and at
+    most. Requests without a completion (NaN latency) are left out.
+
+    The time integral of the depth is the sum of the latencies, so the mean is that sum over the busy
+    time; the depth peaks at a dispatch, where it is the requests dispatched so far less those completed
+    by then (a completion at the same instant first, so back-to-back requests are not overlap)."""
     done = ~np.isnan(latency_us)
     if not done.any():
-        return 0.0
-    starts = ts_s[done]
-    ends = starts + latency_us[done] / 1e6
-    order = np.argsort(starts)
-    starts, ends = starts[order], ends[order]
+        return {"io_time_s": 0.0, "inflight_mean": float("nan"), "inflight_max": 0}
+    order = np.argsort(ts_s[done])
+    starts = ts_s[done][order]
+    ends = starts + latency_us[done][order] / 1e6
     covered_to = np.maximum.accumulate(ends)
     # a new busy period starts where a request begins after everything before it ended
     gaps = np.maximum(starts[1:] - covered_to[:-1], 0)
-    return float(covered_to[-1] - starts[0] - gaps.sum())
-
-
-def inflight_depth(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
-    """Requests in flight (dispatched, not completed): time-weighted mean while busy, and maximum."""
-    done = ~np.isnan(latency_us)
-    if not done.any():
-        return {"inflight_mean": float("nan"), "inflight_max": 0}
-    starts = ts_s[done]
-    ends = starts + latency_us[done] / 1e6
-    times = np.concatenate([starts, ends])
-    steps = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
-    # at equal times a completion is counted before a dispatch, so back-to-back requests are not overlap
-    order = np.lexsort((steps, times))
-    times, depth = times[order], np.cumsum(steps[order])
-    durations = np.diff(times)
-    busy = depth[:-1] > 0
-    busy_time = durations[busy].sum()
-    mean = float((depth[:-1][busy] * durations[busy]).sum() / busy_time) if busy_time > 0 else float("nan")
-    return {"inflight_mean": mean, "inflight_max": int(depth.max())}
+    busy = float(covered_to[-1] - starts[0] - gaps.sum())
+    depth = np.arange(1, len(starts) + 1) - np.searchsorted(np.sort(ends), starts, side="right")
+    return {"io_time_s": busy, "inflight_mean": float(latency_us[done].sum() / 1e6 / busy) if busy > 0 else float("nan"),
+            "inflight_max": int(depth.max())}
 
 
 def size_histogram(pieces: Pieces) -> pd.DataFrame:
@@ -219,21 +222,21 @@ def access_summary(pieces: Pieces, random_threshold: float = RANDOM_PCT_THRESHOL
     Page metrics count every piece; request-level metrics (counts, sizes, latency, busy time) read
     the heads (piece 0) with the request's whole size."""
     pages, distinct = page_counts(pieces.space, pieces.first_page, pieces.last_page)
-    reads = pieces[pieces.read]
-    read_lengths = reads.last_page - reads.first_page + 1
-    read_pages, read_distinct = page_counts(reads.space, reads.first_page, reads.last_page)
-    sequential_pages = int(read_lengths[reads.sequential].sum())
+    read = pieces.read
+    read_pages, read_distinct = page_counts(pieces.space[read], pieces.first_page[read], pieces.last_page[read])
+    sequential = read & pieces.sequential
+    sequential_pages = int((pieces.last_page[sequential] - pieces.first_page[sequential] + 1).sum())
     sequential_pct = 100.0 * sequential_pages / read_pages if read_pages else float("nan")
     random_pct = 100.0 - sequential_pct if read_pages else float("nan")
     repeat_rate = pages / distinct if distinct else float("nan")
-    heads = pieces[pieces.head]
-    sizes = heads.request_size_sectors
+    head = pieces.head
+    sizes, head_read, head_write = pieces.request_size_sectors[head], read[head], pieces.write[head]
     return {
-        "requests": len(heads),
-        "read_requests": int(heads.read.sum()),
-        "write_requests": int(heads.write.sum()),
-        "read_bytes": int(sizes[heads.read].sum() * SECTOR_BYTES),
-        "write_bytes": int(sizes[heads.write].sum() * SECTOR_BYTES),
+        "requests": len(sizes),
+        "read_requests": int(head_read.sum()),
+        "write_requests": int(head_write.sum()),
+        "read_bytes": int(sizes[head_read].sum() * SECTOR_BYTES),
+        "write_bytes": int(sizes[head_write].sum() * SECTOR_BYTES),
         "pages": pages,
         "distinct_pages": distinct,
         "read_pages": read_pages,
@@ -244,8 +247,7 @@ def access_summary(pieces: Pieces, random_threshold: float = RANDOM_PCT_THRESHOL
         "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
         "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
         "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
-        "misaligned_pct": 100.0 * float((heads.sector % 8 != 0).mean()) if len(sizes) else float("nan"),
-        "io_time_s": busy_time_s(heads.ts_s, heads.latency_us),
-        **inflight_depth(heads.ts_s, heads.latency_us),
-        **latency_percentiles(heads.latency_us),
+        "misaligned_pct": 100.0 * float((pieces.sector[head] % 8 != 0).mean()) if len(sizes) else float("nan"),
+        **in_flight(pieces.ts_s[head], pieces.latency_us[head]),
+        **latency_percentiles(pieces.latency_us[head]),
     }

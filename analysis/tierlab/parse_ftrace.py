@@ -7,9 +7,9 @@ completions run in IRQ context (pid 0), so a completion is matched to the
 oldest open dispatch with the same device and sector.
 
 The file is read a chunk of lines at a time. The tracepoint lines, nearly all
-of a trace, are read by one regular expression over the whole chunk (Arrow's
-RE2, no Python per line); the few other lines (markers, the header, lost
-events, the `blk` tracer's lines, unreadable ones) line by line.
+of a trace, are read by one compiled pass over the whole chunk (numba, no
+Python per line); the few other lines (markers, the header, lost events, the
+`blk` tracer's lines, unreadable ones) line by line.
 """
 
 import os
@@ -18,10 +18,9 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .block_trace import MAX_SIZE_SECTORS as _MAX_SIZE_SECTORS
 from .block_trace import BlockTrace, without_time_jumps
@@ -43,13 +42,13 @@ from .parse_blktrace import (
 )
 
 CHUNK_BYTES = 4 << 20
-# the shape nearly every tracepoint line has, read without Python per line (see _tracepoints):
+# The shape nearly every tracepoint line has, read by compiled code (see _scan), in regular-expression terms:
+#   ^ *[^ ].*-PID +\[CPU\] FLAGS +SEC.FRAC: block_rq_(issue: MAJ,MIN RWBS BYTES|complete: MAJ,MIN RWBS)
+#   \(\) SECTOR \+ SIZE( [a-z]+,[0-9]+,[0-9]+)? \[COMM\]$
+# with PID, SEC, FRAC and SIZE of 1 to 9 digits, MAJ 1 to 4, MIN 1 to 7, SECTOR 1 to 19, RWBS 1 to 8 capitals,
+# COMM up to 16 bytes without a space or "]"; e.g.
 # "  mariadbd-12033   [000] .....  1000.000009: block_rq_issue: 7,1 RS 16384 () 305152 + 32 be,0,4 [mariadbd]"
-_USUAL = (
-    r"^ *[^ ].*-[0-9]{1,9} +\[[0-9]+\] [^ ]+ +[0-9]{1,9}\.[0-9]{1,9}: block_rq_"
-    r"(?:issue: [0-9]{1,4},[0-9]{1,7} [A-Z]{1,8} [0-9]+|complete: [0-9]{1,4},[0-9]{1,7} [A-Z]{1,8}) "
-    r"\(\) [0-9]{1,19} \+ [0-9]{1,9}(?: [a-z]+,[0-9]+,[0-9]+)? \[[^ \]]{0,16}\]\n$"
-)
+_KEY = np.frombuffer(b": block_rq_", dtype=np.uint8)
 _LINE = re.compile(
     r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
     r"(?P<sec>\d+)\.(?P<frac>\d{1,9}):\s+(?P<rest>.*)$"
@@ -113,86 +112,232 @@ class _Chunk:
         return {name: merged[name][order].astype(types[name]) for name in types}, process
 
 
-def _number(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The decimal numbers buf[start:end] (digits only, at most 19), as uint64."""
-    length = end - start
-    value = np.zeros(len(start), dtype=np.uint64)
-    for j in range(int(length.max(initial=0))):
-        digit = buf[np.minimum(start + j, len(buf) - 1)].astype(np.uint64) - np.uint64(ord("0"))
-        value = np.where(j < length, value * np.uint64(10) + digit, value)
+@numba.njit(cache=True, nogil=True)
+def _digits(buf, start, end, most):
+    """The decimal number buf[start:end] if it is 1 to `most` digits, else -1."""
+    if end - start < 1 or end - start > most:
+        return -1
+    value = 0
+    for i in range(start, end):
+        digit = buf[i] - 48
+        if digit < 0 or digit > 9:
+            return -1
+        value = value * 10 + digit
     return value
 
 
-def _names(data: bytes, buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """The texts data[start:end] (at most 16 bytes, no NUL) as codes into their distinct values, decoded once each."""
-    length = end - start
-    words = [np.zeros(len(start), dtype=np.uint64), np.zeros(len(start), dtype=np.uint64)]
-    for j in range(int(length.max(initial=0))):
-        byte = buf[np.minimum(start + j, len(buf) - 1)].astype(np.uint64) << np.uint64(8 * (j % 8))
-        words[j // 8] |= np.where(j < length, byte, np.uint64(0))
-    low, low_values = pd.factorize(words[0])
-    high, high_values = pd.factorize(words[1])
-    codes, _ = pd.factorize(low.astype(np.int64) * len(high_values) + high)
+@numba.njit(cache=True, nogil=True)
+def _left_digits(buf, end, floor):
+    """Where the run of digits that ends at `end` (exclusive) starts, not before floor."""
+    start = end
+    while start > floor and 48 <= buf[start - 1] <= 57:
+        start -= 1
+    return start
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(buf, ends, out):
+    """Fill out[:, line] for each line of the usual shape (see _KEY) and return whether each line was.
+
+    out's rows: issue (1) or complete (0), time in ns, sector, size in sectors, major, minor, pid, where
+    the RWBS and the issuing command start and end, and their bytes packed into numbers (see _names).
+    The line is found by its ": block_rq_" and read both ways from there; anything unexpected leaves the
+    line to the line-by-line reader."""
+    usual = np.zeros(len(ends), np.bool_)
+    key = _KEY
+    start = 0
+    for line in range(len(ends)):
+        begin, stop = start, ends[line] - 1          # stop: the newline
+        start = ends[line]
+        at = -1
+        for i in range(begin, stop - len(key)):
+            if buf[i] == 58 and buf[i + 1] == 32 and buf[i + 2] == 98:
+                same = True
+                for k in range(len(key)):
+                    if buf[i + k] != key[k]:
+                        same = False
+                        break
+                if same:
+                    at = i
+                    break
+        if at < 0:
+            continue
+        # leftwards: SEC.FRAC, spaces, flags, one space, [cpu], spaces, pid, '-', the task
+        frac_start = _left_digits(buf, at, begin)
+        if frac_start == at or at - frac_start > 9 or buf[frac_start - 1] != 46:
+            continue
+        sec_start = _left_digits(buf, frac_start - 1, begin)
+        seconds = _digits(buf, sec_start, frac_start - 1, 9)
+        if seconds < 0:
+            continue
+        fraction = _digits(buf, frac_start, at, 9)
+        i = sec_start - 1
+        if buf[i] != 32:
+            continue
+        while i > begin and buf[i] == 32:
+            i -= 1
+        while i > begin and buf[i] != 32:            # the flags
+            i -= 1
+        if buf[i] != 32 or buf[i - 1] != 93:
+            continue
+        cpu_start = _left_digits(buf, i - 1, begin)
+        if cpu_start == i - 1 or buf[cpu_start - 1] != 91 or buf[cpu_start - 2] != 32:
+            continue
+        i = cpu_start - 2
+        while i > begin and buf[i] == 32:
+            i -= 1
+        pid_start = _left_digits(buf, i + 1, begin)
+        pid = _digits(buf, pid_start, i + 1, 9)
+        first = begin
+        while first < stop and buf[first] == 32:
+            first += 1
+        if pid < 0 or buf[pid_start - 1] != 45 or pid_start - 1 <= first:
+            continue
+        # rightwards: issue: or complete:, MAJ,MIN RWBS [BYTES] () SECTOR + SIZE [ioprio] [COMM]
+        i = at + len(key)
+        if stop - i > 7 and buf[i] == 105 and buf[i + 1] == 115 and buf[i + 5] == 58 and buf[i + 6] == 32:
+            issue, i = 1, i + 7                       # "issue: "
+        elif (stop - i > 10 and buf[i] == 99 and buf[i + 1] == 111 and buf[i + 8] == 58 and buf[i + 9] == 32
+              and buf[i + 5] == 101):
+            issue, i = 0, i + 10                      # "complete: "
+        else:
+            continue
+        comma = i
+        while comma < stop and 48 <= buf[comma] <= 57:
+            comma += 1
+        major = _digits(buf, i, comma, 4)
+        if major < 0 or buf[comma] != 44:
+            continue
+        i = comma + 1
+        j = i
+        while j < stop and 48 <= buf[j] <= 57:
+            j += 1
+        minor = _digits(buf, i, j, 7)
+        if minor < 0 or buf[j] != 32:
+            continue
+        rwbs_start = j + 1
+        j = rwbs_start
+        while j < stop and 65 <= buf[j] <= 90:
+            j += 1
+        if j == rwbs_start or j - rwbs_start > 8 or buf[j] != 32:
+            continue
+        rwbs_end = j
+        j += 1
+        if issue:
+            k = j
+            while k < stop and 48 <= buf[k] <= 57:
+                k += 1
+            if k == j or buf[k] != 32:
+                continue
+            j = k + 1
+        if stop - j < 3 or buf[j] != 40 or buf[j + 1] != 41 or buf[j + 2] != 32:
+            continue
+        j += 3
+        k = j
+        while k < stop and 48 <= buf[k] <= 57:
+            k += 1
+        if k == j or k - j > 19 or stop - k < 3 or buf[k] != 32 or buf[k + 1] != 43 or buf[k + 2] != 32:
+            continue
+        sector = np.uint64(0)
+        for d in range(j, k):
+            sector = sector * np.uint64(10) + np.uint64(buf[d] - 48)
+        j = k + 3
+        k = j
+        while k < stop and 48 <= buf[k] <= 57:
+            k += 1
+        size = _digits(buf, j, k, 9)
+        if size < 0 or buf[k] != 32:
+            continue
+        j = k + 1
+        if 97 <= buf[j] <= 122:                       # the I/O priority, "be,0,4"
+            while j < stop and 97 <= buf[j] <= 122:
+                j += 1
+            if buf[j] != 44:
+                continue
+            k = _digits(buf, j + 1, j + 2, 9)
+            j += 1
+            while j < stop and 48 <= buf[j] <= 57:
+                j += 1
+            if k < 0 or buf[j] != 44:
+                continue
+            k = j + 1
+            j += 1
+            while j < stop and 48 <= buf[j] <= 57:
+                j += 1
+            if j == k or buf[j] != 32:
+                continue
+            j += 1
+        if buf[j] != 91 or buf[stop - 1] != 93 or stop - 1 - (j + 1) > 16:
+            continue
+        ok = True
+        for k in range(j + 1, stop - 1):
+            if buf[k] == 32 or buf[k] == 93:
+                ok = False
+                break
+        if not ok:
+            continue
+        usual[line] = True
+        out[0, line] = issue
+        out[1, line] = seconds * 1_000_000_000 + fraction * 10 ** (9 - (at - frac_start))
+        out[2, line] = sector
+        out[3, line] = size
+        out[4, line] = major
+        out[5, line] = minor
+        out[6, line] = pid
+        out[7, line] = rwbs_start
+        out[8, line] = rwbs_end
+        out[9, line] = j + 1
+        out[10, line] = stop - 1
+        out[11, line] = _packed(buf, rwbs_start, rwbs_end)
+        out[12, line] = _packed(buf, j + 1, min(j + 9, stop - 1))
+        out[13, line] = _packed(buf, j + 9, stop - 1)
+    return usual
+
+
+@numba.njit(cache=True, nogil=True)
+def _packed(buf, start, end):
+    """buf[start:end] (at most 8 bytes) as one number, first byte lowest."""
+    word = np.uint64(0)
+    for i in range(start, end):
+        word |= np.uint64(buf[i]) << np.uint64(8 * (i - start))
+    return word
+
+
+def _names(data: bytes, start: np.ndarray, end: np.ndarray, *words: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The texts data[start:end], whose bytes `words` hold, as codes into their distinct values, decoded once each."""
+    codes = np.zeros(len(start), dtype=np.int64)
+    for word in words:
+        part, values = pd.factorize(word)
+        codes = codes * len(values) + part
+    codes, _ = pd.factorize(codes)
     # factorize numbers the values in the order they first occur
     first = np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())
     return codes, [data[start[i]:end[i]].decode("utf-8", "replace") for i in first]
-
-
-def _before(positions: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The last of positions (sorted) before each of at."""
-    return positions[np.searchsorted(positions, at) - 1]
 
 
 def _device(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
     return ((major & 0xFFF) << 20 | (minor & 0xFFFFF)).astype(np.uint32)
 
 
-def _tracepoints(data: bytes, lines: pa.Array, first_line: int, rwbs_bits: dict, chunk: _Chunk) -> np.ndarray:
-    """Add the chunk's tracepoint lines of the usual shape to chunk; return the indexes of the other lines.
-
-    A line of the usual shape (see _USUAL) is cut at its spaces, counted from its end: its payload's
-    tokens are one space apart, so the k-th space from the end starts the same field on every line
-    of one event (issue or complete) and one kernel (with or without the I/O priority)."""
-    usual = pc.match_substring_regex(lines, _USUAL).to_numpy(zero_copy_only=False)
+def _tracepoints(data: bytes, ends: np.ndarray, first_line: int, rwbs_bits: dict, chunk: _Chunk) -> np.ndarray:
+    """Add the chunk's tracepoint lines of the usual shape to chunk; return the indexes of the other lines."""
+    fields = np.zeros((14, len(ends)), dtype=np.uint64)
+    usual = _scan(np.frombuffer(data, dtype=np.uint8), ends, fields)
     index = np.flatnonzero(usual)
     if not len(index):
         return np.flatnonzero(~usual)
-    buf = np.frombuffer(data, dtype=np.uint8)
-    line_end = np.frombuffer(lines.buffers()[1], dtype=np.int64)[1:len(lines) + 1][index] - 1
-    spaces = np.flatnonzero(buf == ord(" "))
-    # the first space of the run each space belongs to
-    run = np.maximum.accumulate(np.where(np.r_[True, spaces[1:] != spaces[:-1] + 1], np.arange(len(spaces)), 0))
-    last = np.searchsorted(spaces, line_end) - 1
-
-    def token(j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return spaces[last - j] + 1, np.where(j == 0, line_end, spaces[np.minimum(last - j + 1, len(spaces) - 1)])
-
-    ioprio = (buf[spaces[last - 1] + 1] >= ord("a")).astype(np.int64)
-    issue = (buf[spaces[last - 5 - ioprio] + 1] <= ord("9")).astype(np.int64)
-    shift = ioprio + issue
-    size = _number(buf, *token(1 + ioprio))
-    sector = _number(buf, *token(3 + ioprio))
-    rwbs_start, rwbs_end = token(5 + shift)
-    rwbs_codes, rwbs_names = _names(data, buf, rwbs_start, rwbs_end)
+    (issue, time, sector, size, major, minor, pid, rwbs_start, rwbs_end, comm_start, comm_end,
+     rwbs_word, comm_low, comm_high) = fields[:, index]
+    rwbs_codes, rwbs_names = _names(data, rwbs_start, rwbs_end, rwbs_word)
     bits = np.array([rwbs_bits.setdefault(name, categories(name)) for name in rwbs_names], dtype=np.uint32)
-    dev_start, dev_end = token(6 + shift)
-    comma = _before(np.flatnonzero(buf == ord(",")), dev_end)
-    ts_start, ts_end = token(8 + shift)
-    dot = _before(np.flatnonzero(buf == ord(".")), ts_end)
-    time = (_number(buf, ts_start, dot).astype(np.int64) * 1_000_000_000
-            + _number(buf, dot + 1, ts_end - 1).astype(np.int64) * _FRACTION_SCALE[ts_end - 2 - dot])
-    # left of the time: padding, the flags, one space, [cpu], padding, task-pid
-    flags_run = run[last - 8 - shift]
-    pid_end = spaces[run[flags_run - 2]]
-    pid = _number(buf, _before(np.flatnonzero(buf == ord("-")), pid_end) + 1, pid_end)
-    comm_codes, comm_names = _names(data, buf, spaces[last] + 2, line_end - 1)
+    comm_codes, comm_names = _names(data, comm_start, comm_end, comm_low, comm_high)
     # a size the block layer cannot carry moves the request beyond every bound, where the matcher counts it
     sector = np.where(size > _MAX_SIZE_SECTORS, np.uint64(_LARGEST_SECTOR), sector)
-    chunk.add(line=index + first_line, time=time, sector=sector,
+    chunk.add(line=index + first_line, time=time.astype(np.int64), sector=sector,
               bytes=(np.minimum(size, _MAX_SIZE_SECTORS) * 512).astype(np.uint32),
-              action=np.where(issue, BLK_TA_ISSUE, BLK_TA_COMPLETE).astype(np.uint32) | bits[rwbs_codes] << BLK_TC_SHIFT,
-              pid=pid.astype(np.uint32),
-              device=_device(_number(buf, dev_start, comma), _number(buf, comma + 1, dev_end)),
+              action=np.where(issue == 1, BLK_TA_ISSUE, BLK_TA_COMPLETE).astype(np.uint32)
+              | bits[rwbs_codes] << BLK_TC_SHIFT,
+              pid=pid.astype(np.uint32), device=_device(major, minor),
               process=np.where(issue == 1, np.array(comm_names, dtype=object)[comm_codes], None))
     return np.flatnonzero(~usual)
 
@@ -255,7 +400,7 @@ class _Other:
 
 
 def _chunks(path: Path):
-    """(first line number, the chunk's bytes, its lines as an Arrow binary array, each with its newline)."""
+    """(first line number, the chunk's bytes, where each of its lines ends: after its newline)."""
     first_line = 1
     with open(path, "rb") as f:
         rest = b""
@@ -265,22 +410,20 @@ def _chunks(path: Path):
             if not block:
                 if data:
                     data += b"\n"
-                    yield first_line, data, _lines(data)
+                    yield first_line, data, _line_ends(data)
                 return
             cut = data.rfind(b"\n") + 1
             if cut == 0:
                 rest = data
                 continue
             data, rest = data[:cut], data[cut:]
-            lines = _lines(data)
-            yield first_line, data, lines
-            first_line += len(lines)
+            ends = _line_ends(data)
+            yield first_line, data, ends
+            first_line += len(ends)
 
 
-def _lines(data: bytes) -> pa.Array:
-    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
-    offsets = np.concatenate([[0], ends]).astype(np.int64)
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+def _line_ends(data: bytes) -> np.ndarray:
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
 
 
 def _process_notes(events: dict, process: np.ndarray, last: dict[int, str], notes: Notes) -> None:
@@ -302,17 +445,18 @@ def _process_notes(events: dict, process: np.ndarray, last: dict[int, str], note
     last.update(zip(pid[is_last].tolist(), names[code[is_last]], strict=True))
 
 
-def _read(path: Path, tolerate_errors: bool, first_line: int, data: bytes, lines: pa.Array) -> tuple[dict, np.ndarray, _Other]:
+def _read(path: Path, tolerate_errors: bool, first_line: int, data: bytes, ends: np.ndarray) -> tuple[dict, np.ndarray, _Other]:
     """One chunk's events (see _Chunk.events) and what its other lines said."""
     chunk, other, rwbs_bits = _Chunk(), _Other(path, tolerate_errors), {}
-    for i in _tracepoints(data, lines, first_line, rwbs_bits, chunk):
-        other.read(lines[int(i)].as_py().decode("utf-8", "replace"), first_line + int(i), rwbs_bits, chunk)
+    for i in _tracepoints(data, ends, first_line, rwbs_bits, chunk):
+        line = data[ends[i - 1] if i else 0:ends[i]]
+        other.read(line.decode("utf-8", "replace"), first_line + int(i), rwbs_bits, chunk)
     return *chunk.events(), other
 
 
 def _read_ahead(path: Path, tolerate_errors: bool):
-    """_read of each chunk in file order, the next ones read meanwhile on the other CPUs (numpy and Arrow
-    let go of the GIL); only as many chunks as CPUs are held at once."""
+    """_read of each chunk in file order, the next ones read meanwhile on the other CPUs (numpy and the
+    compiled scan let go of the GIL); only as many chunks as CPUs are held at once."""
     workers = os.cpu_count() or 1
     with ThreadPoolExecutor(workers) as pool:
         pending: deque = deque()

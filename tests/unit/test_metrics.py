@@ -5,9 +5,8 @@ import pytest
 from tierlab.metrics import (
     Pieces,
     access_summary,
-    busy_time_s,
     category,
-    inflight_depth,
+    in_flight,
     page_counts,
     repeat_access_rate,
     sequential_flags,
@@ -113,7 +112,7 @@ def test_busy_time_is_the_union_of_in_flight_intervals():
     # [0, 1 ms] and [0.5, 1.5 ms] overlap; [3, 4 ms] stands alone: 1.5 + 1 ms busy
     frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.0005, 64, 8, "R", "7:1", 1000.0),
                       (0.003, 128, 8, "R", "7:1", 1000.0)])
-    assert busy_time_s(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy()) == pytest.approx(0.0025)
+    assert in_flight(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy())["io_time_s"] == pytest.approx(0.0025)
 
 
 def test_access_summary_of_a_scan_and_a_repeated_lookup():
@@ -134,15 +133,15 @@ def test_inflight_depth_is_time_weighted_while_busy():
     # two requests overlap for 0.5 ms of a 1.5 ms busy period: depth 1, 2, 1 for 0.5 ms each
     frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.0005, 64, 8, "R", "7:1", 1000.0),
                       (0.003, 128, 8, "R", "7:1", 1000.0)])
-    depth = inflight_depth(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy())
+    depth = in_flight(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy())
     assert depth["inflight_max"] == 2
     assert depth["inflight_mean"] == pytest.approx((1.5 * (1 + 2 + 1) / 3 + 1.0 * 1) / 2.5)
 
 
 def test_back_to_back_requests_do_not_overlap():
     frame = requests([(0.0, 0, 8, "R", "7:1", 1000.0), (0.001, 64, 8, "R", "7:1", 1000.0)])
-    assert inflight_depth(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy()) == {"inflight_mean": 1.0,
-                                                                                         "inflight_max": 1}
+    depth = in_flight(frame["ts_s"].to_numpy(), frame["latency_us"].to_numpy())
+    assert (depth["inflight_mean"], depth["inflight_max"]) == (1.0, 1)
 
 
 def test_size_histogram_buckets_by_upper_bound():
@@ -186,3 +185,23 @@ def test_sequential_flags_follow_the_definition_on_random_requests():
         ends.append(start + frame.at[i, "size_sectors"])
         del ends[:-8]
     assert sequential_flags(frame, PAGE).tolist() == expected.tolist()
+
+
+def test_in_flight_follows_the_definition_on_random_requests():
+    """Against a sweep over every dispatch (+1) and completion (-1) in time order, completions first at a tie."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    ts = np.round(rng.random(n), 4)
+    latency = np.where(rng.random(n) < 0.05, np.nan, np.round(rng.random(n) * 2000, 0))
+    done = ~np.isnan(latency)
+    events = sorted([(t, 1) for t in ts[done]] + [(t + lat / 1e6, -1) for t, lat in zip(ts[done], latency[done], strict=True)],
+                    key=lambda event: (event[0], event[1]))
+    depth, weighted, busy, peak = 0, 0.0, 0.0, 0
+    for (time, step), (next_time, _) in zip(events, events[1:] + [events[-1]], strict=True):
+        depth += step
+        peak = max(peak, depth)
+        if depth > 0:
+            weighted += depth * (next_time - time)
+            busy += next_time - time
+    assert in_flight(ts, latency) == {"io_time_s": pytest.approx(busy, rel=1e-9),
+                                      "inflight_mean": pytest.approx(weighted / busy, rel=1e-9), "inflight_max": peak}

@@ -1,5 +1,7 @@
 """A query's trace cut short (its end marker lost) is marked, not taken as the whole query."""
 
+import json
+
 import pytest
 from tiny_run import add_query, line, make_run, read
 
@@ -26,3 +28,19 @@ def test_a_stream_does_not_continue_from_one_query_window_into_the_next(tmp_path
               + line(2.3, window.format("end", "q05")))
     metrics = analyze(load_run(run))["query_metrics"]
     assert metrics[["query", "sequential_pct"]].values.tolist() == [["q03", 50.0], ["q05", 50.0]]
+
+
+def test_each_tier_and_table_of_a_query_is_summarised_apart(tmp_path):
+    # the 4 KiB read of orders comes between the two of lineitem in time, after them in page order
+    run = make_run(tmp_path, read(1.0, 0) + line(1.1, "block_rq_issue: 7,0 R 4096 () 64 + 8 be,0,4 [mariadbd]")
+                   + line(1.15, "block_rq_complete: 7,0 R () 64 + 8 be,0,4 [0]") + read(1.2, 32))
+    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"},
+                                                        {"name": "optane", "device": "7:0"}]))
+    (run / "raw" / "extents.json").write_text(json.dumps({"files": [
+        {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]},
+        {"object": "orders", "path": "/t/orders.ibd", "device": "7:0", "extents": [[0, 0, 1 << 20]]}]}))
+    tables = analyze(load_run(run))
+    assert tables["tier_metrics"][["tier", "read_requests", "read_bytes"]].values.tolist() == [
+        ["nand", 2, 32768], ["optane", 1, 4096]]
+    assert tables["table_metrics"][["object", "tier", "read_requests", "read_bytes"]].values.tolist() == [
+        ["lineitem", "nand", 2, 32768], ["orders", "optane", 1, 4096]]
