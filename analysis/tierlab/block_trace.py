@@ -1,7 +1,6 @@
 """The request frame every trace parser gives: one row per dispatched data request, matched with its
 completion; what the parsers count beside it; and the bounds of a physically possible request."""
 
-from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -42,58 +41,6 @@ class BlockTrace:
     requests: pd.DataFrame
     markers: list[tuple[float, str]]
     counts: dict = field(default_factory=dict)
-
-
-class RequestPairer:
-    """Pairs dispatches with completions, for blkparse's text (the binary decoder and the ftrace parser
-    use parse_blktrace.Matcher, the same rule over arrays).
-
-    A completion closes the oldest open dispatch with the same device and sector. Flush,
-    discard, other and zero-length dispatches take part in matching but are only counted.
-    Times are given in ticks (blkparse: nanoseconds, kept whole for exact latencies)."""
-
-    def __init__(self, ticks_per_second: float):
-        self.ticks_per_second = ticks_per_second
-        self.rows: list[list] = []
-        self.open: dict[tuple[str, int], deque] = defaultdict(deque)
-        self.counts = {"flush": 0, "discard": 0, "other_op": 0, "zero_length": 0, "beyond_bounds": 0,
-                       "dispatch_without_completion": 0, "completion_without_dispatch": 0}
-
-    def dispatch(self, ts: float, device: str, op: str, rwbs: str, sector: int, size: int, pid: int, process) -> None:
-        row = [ts, device, op, rwbs, sector, size, float("nan"), pid, process]
-        self.open[(device, sector)].append(row)
-        if op == "F":
-            self.counts["flush"] += 1
-        elif op == "D":
-            self.counts["discard"] += 1
-        elif op == "N":
-            self.counts["other_op"] += 1
-        elif size == 0:
-            self.counts["zero_length"] += 1
-        elif not in_bounds(sector, size):
-            self.counts["beyond_bounds"] += 1
-        else:
-            self.rows.append(row)
-
-    def complete(self, ts: float, device: str, sector: int) -> None:
-        waiting = self.open.get((device, sector))
-        if waiting:
-            row = waiting.popleft()
-            row[6] = (ts - row[0]) / (self.ticks_per_second / 1e6)
-        else:
-            self.counts["completion_without_dispatch"] += 1
-
-    def result(self, markers: list[tuple[float, str]], extra_counts: dict) -> BlockTrace:
-        self.counts["dispatch_without_completion"] = sum(len(q) for q in self.open.values())
-        for row in self.rows:
-            row[0] = row[0] / self.ticks_per_second
-        frame = pd.DataFrame(self.rows, columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
-        frame, time_jumps = without_time_jumps(frame.sort_values("ts_s", kind="stable").reset_index(drop=True))
-        return BlockTrace(frame, markers, {**self.counts, "time_jumps": time_jumps, **extra_counts})
-
-
-def in_bounds(sector: int, size: int) -> bool:
-    return 0 <= sector and size <= MAX_SIZE_SECTORS and sector + size <= MAX_END_SECTOR
 
 
 def without_time_jumps(requests: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -11,7 +11,6 @@ import pandas as pd
 from . import manifest
 from .errors import RunDirError, TierlabError
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
-from .report import write_comparison_report, write_run_report
 from .run_io import analyze, cut_traces, load_run, read_manifest, read_tables, write_tables
 from .tiers_check import format_check, run_check
 from .trace_stats import FORMATS, read_traces, suspect, trace_stats
@@ -29,6 +28,9 @@ def _progress():
 
 
 def _analyze(args) -> None:
+    # the report draws with matplotlib, whose import costs most of a second that trace-stats need not pay
+    from .report import write_run_report
+
     run_dir = Path(args.run_dir)
     run = load_run(run_dir)
     requests_path = run_dir / "tables" / "requests.parquet"
@@ -57,6 +59,8 @@ def _manifest(args) -> None:
 
 
 def _compare(args) -> None:
+    from .report import write_comparison_report
+
     runs, dilations = {}, {}
     for run_dir in map(Path, args.run_dirs):
         run = read_manifest(run_dir)

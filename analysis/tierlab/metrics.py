@@ -32,10 +32,11 @@ LATENCY_EDGES_US = 10.0 ** (np.arange(-200, 901) / 100)
 
 @dataclass
 class Pieces:
-    """Per piece: its row in the requests frame it came from, its page space (a number: objects >= 0, each
-    device's unmapped space < 0), first and last page, whether it is a read, a write, sequential (see
-    mark_sequential), and the head (piece 0) of its request; and the request's dispatch time, latency,
-    first sector and whole size."""
+    """Per piece, in page order (see page_order), which subsets keep, so that the page counts of a query,
+    its tiers and its tables sort once: its row in the requests frame it came from, its page space (a
+    number: objects >= 0, each device's unmapped space < 0), first and last page, whether it is a read, a
+    write, sequential (see mark_sequential), and the head (piece 0) of its request; and the request's
+    dispatch time, latency, whole size, and whether its first sector is off a 4 KiB boundary."""
     row: np.ndarray
     space: np.ndarray
     first_page: np.ndarray
@@ -46,28 +47,49 @@ class Pieces:
     head: np.ndarray
     ts_s: np.ndarray
     latency_us: np.ndarray
-    sector: np.ndarray
     request_size_sectors: np.ndarray
+    misaligned: np.ndarray
 
     @classmethod
     def of(cls, requests: pd.DataFrame, page_bytes: int) -> "Pieces":
-        """The pieces of a requests frame, in page order (see page_order), which their subsets keep, so that
-        page counts of a query, its tiers and its tables sort once."""
+        """The pieces of an attributed requests frame (see attribute) with its `sequential` column; pages
+        are aligned to their file, or to the device where no file is known."""
         offset = requests["file_offset_bytes"].to_numpy(dtype=np.float64)
         mapped = ~np.isnan(offset)
         sector = requests["sector"].to_numpy(dtype=np.int64)
-        start = np.where(mapped, np.nan_to_num(offset), sector * SECTOR_BYTES).astype(np.int64)
-        end = start + requests["size_sectors"].to_numpy(dtype=np.int64) * SECTOR_BYTES - 1
         objects, _ = pd.factorize(requests["object"])
         devices, _ = pd.factorize(requests["device"])
-        op = requests["op"].to_numpy()
-        pieces = cls(row=np.arange(len(requests)), space=np.where(mapped, objects, -1 - devices), first_page=start // page_bytes,
-                     last_page=end // page_bytes, read=op == "R", write=op == "W",
-                     sequential=requests["sequential"].to_numpy(dtype=bool), head=requests["piece"].to_numpy() == 0,
-                     ts_s=requests["ts_s"].to_numpy(dtype=np.float64),
-                     latency_us=requests["latency_us"].to_numpy(dtype=np.float64), sector=sector,
-                     request_size_sectors=requests["request_size_sectors"].to_numpy(dtype=np.int64))
-        return pieces[page_order(pieces.space, pieces.first_page)]
+        return cls._in_page_order(requests, page_bytes, space=np.where(mapped, objects, -1 - devices),
+                                  start_bytes=np.where(mapped, np.nan_to_num(offset), sector * SECTOR_BYTES).astype(np.int64),
+                                  head=requests["piece"].to_numpy() == 0,
+                                  request_size_sectors=requests["request_size_sectors"].to_numpy(),
+                                  sequential=requests["sequential"].to_numpy(dtype=bool))
+
+    @classmethod
+    def of_requests(cls, requests: pd.DataFrame, sequential: np.ndarray, page_bytes: int) -> "Pieces":
+        """The requests of a trace with no file map (one piece each, device-aligned pages), and their
+        sequential flags."""
+        devices, _ = pd.factorize(requests["device"])
+        return cls._in_page_order(requests, page_bytes, space=-1 - devices,
+                                  start_bytes=requests["sector"].to_numpy(dtype=np.int64) * SECTOR_BYTES,
+                                  head=np.ones(len(requests), dtype=bool),
+                                  request_size_sectors=requests["size_sectors"].to_numpy(), sequential=sequential)
+
+    @classmethod
+    def _in_page_order(cls, requests: pd.DataFrame, page_bytes: int, space: np.ndarray, start_bytes: np.ndarray,
+                       head: np.ndarray, request_size_sectors: np.ndarray, sequential: np.ndarray) -> "Pieces":
+        first_page = start_bytes // page_bytes
+        order = page_order(space, first_page)
+        sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[order]
+        # 4-byte numbers where the range allows: memory is what bounds the largest trace
+        return cls(row=order.astype(np.min_scalar_type(len(order))), space=space[order].astype(np.int32),
+                   first_page=first_page[order], last_page=(start_bytes[order] + sizes * SECTOR_BYTES - 1) // page_bytes,
+                   read=(requests["op"] == "R").to_numpy()[order], write=(requests["op"] == "W").to_numpy()[order],
+                   sequential=sequential[order], head=head[order],
+                   ts_s=requests["ts_s"].to_numpy(dtype=np.float64)[order],
+                   latency_us=requests["latency_us"].to_numpy(dtype=np.float64)[order],
+                   request_size_sectors=request_size_sectors[order].astype(np.int32),
+                   misaligned=requests["sector"].to_numpy()[order] % 8 != 0)
 
     def __getitem__(self, mask: np.ndarray) -> "Pieces":
         return Pieces(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
@@ -186,7 +208,7 @@ def in_flight(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
 
 def size_histogram(pieces: Pieces) -> pd.DataFrame:
     """Requests per size bucket: `size_le_bytes` is the bucket's upper bound (inclusive); the last is open."""
-    sizes = pieces.request_size_sectors[pieces.head] * SECTOR_BYTES
+    sizes = pieces.request_size_sectors[pieces.head].astype(np.int64) * SECTOR_BYTES
     labels = np.array([*SIZE_BUCKETS_BYTES, -1])[np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left")]
     counts = pd.Series(labels).value_counts()
     return pd.DataFrame({"size_le_bytes": counts.index, "requests": counts.to_numpy()}).sort_values(
@@ -247,7 +269,7 @@ def access_summary(pieces: Pieces, random_threshold: float = RANDOM_PCT_THRESHOL
         "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
         "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
         "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
-        "misaligned_pct": 100.0 * float((pieces.sector[head] % 8 != 0).mean()) if len(sizes) else float("nan"),
+        "misaligned_pct": 100.0 * float(pieces.misaligned[head].mean()) if len(sizes) else float("nan"),
         **in_flight(pieces.ts_s[head], pieces.latency_us[head]),
         **latency_percentiles(pieces.latency_us[head]),
     }

@@ -78,10 +78,10 @@ import pandas as pd
 
 from .block_trace import (
     MAX_END_SECTOR,
+    MAX_SIZE_SECTORS,
     REQUEST_COLUMNS,
     REQUEST_DTYPES,
     BlockTrace,
-    RequestPairer,
     classify,
     without_time_jumps,
 )
@@ -797,6 +797,26 @@ def _process(pid: np.ndarray, ts_s: np.ndarray, notes: list[tuple[int, int, str]
     return _categorical(names, codes)
 
 
+def process_notes(events: dict, process: np.ndarray, last: dict[int, str], notes: Notes) -> None:
+    """A process note wherever a pid's dispatches change name (and at its first), as blktrace writes them,
+    for text traces whose dispatches carry their process's name (process: the name, None for the others);
+    last: each pid's name so far, carried from batch to batch."""
+    dispatches = np.flatnonzero(pd.notna(process))
+    if not len(dispatches):
+        return
+    codes, names = pd.factorize(process[dispatches])
+    pids = events["pid"][dispatches]
+    order = np.argsort(pids, kind="stable")
+    pid, code = pids[order], codes[order]
+    first = np.r_[True, pid[1:] != pid[:-1]]
+    for j in np.flatnonzero(first | np.r_[True, code[1:] != code[:-1]]):
+        who, name = int(pid[j]), names[code[j]]
+        if not first[j] or last.get(who) != name:
+            notes.process.append((int(events["time"][dispatches[order[j]]]), who, name))
+    is_last = np.r_[pid[1:] != pid[:-1], True]
+    last.update(zip(pid[is_last].tolist(), names[code[is_last]], strict=True))
+
+
 def request_frame(matcher: Matcher, notes: Notes) -> pd.DataFrame:
     if matcher.rows == 0:
         return pd.DataFrame(columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
@@ -860,20 +880,25 @@ _PC_D = re.compile(r"^(?P<bytes>\d+) (?:\(.*\) )?\[(?P<tail>.*)\]$")
 _PC_C = re.compile(r"^(?:\(.*\) )?\[(?P<tail>-?\d+)\]$")
 
 
-def _text_event(action: str, rest: str):
-    """(passthrough, sector, size, tail) of a D or C line's text after the RWBS, or None."""
+def _text_event(action: str, rest: str, rwbs: str):
+    """(categories, sector, size, tail) of a D or C line's text after the RWBS, or None; a passthrough
+    request (no sector printed) is marked BLK_TC_PC, a file-system one BLK_TC_FS."""
+    try:
+        bits = categories_of(rwbs)
+    except ValueError:
+        return None
     if (m := _FS_DATA.match(rest)) is not None:
-        return False, int(m["sector"]), int(m["size"]), m["tail"]
+        return bits | BLK_TC_FS, int(m["sector"]), int(m["size"]), m["tail"]
     if action == "C":
         if (m := _FS_C_EMPTY.match(rest)) is not None:
-            return False, int(m["sector"]), 0, m["tail"]
+            return bits | BLK_TC_FS, int(m["sector"]), 0, m["tail"]
         if (m := _PC_C.match(rest)) is not None:
-            return True, 0, 0, m["tail"]
+            return bits | BLK_TC_PC, 0, 0, m["tail"]
         return None
     if (m := _FS_D_EMPTY.match(rest)) is not None:
-        return False, 0, 0, m["tail"]
+        return bits | BLK_TC_FS, 0, 0, m["tail"]
     if (m := _PC_D.match(rest)) is not None:
-        return True, 0, int(m["bytes"]) >> 9, m["tail"]
+        return bits | BLK_TC_PC, 0, int(m["bytes"]) >> 9, m["tail"]
     return None
 
 
@@ -885,11 +910,13 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
     to be at sector 0 (where the kernel puts flushes). "(null)" (a pid without a process
     note) becomes a missing process. Other actions, the "Input file" lines and the summary are ignored; a
     line that starts like an event but cannot be read raises TraceFormatError naming the
-    file and line, unless tolerate_errors, which skips and counts it (bad_lines)."""
+    file and line, unless tolerate_errors, which skips and counts it (bad_lines). The events
+    are paired by the binary decoder's matcher, a batch of lines at a time."""
     path = Path(path)
-    pairer = RequestPairer(ticks_per_second=1e9)
+    matcher, notes, batch = Matcher(path.stat().st_size // 100), Notes(), _TextBatch()
     markers: list[tuple[float, str]] = []
     bad_lines = 0
+    last_process: dict[int, str] = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             line = line.rstrip("\n")
@@ -904,7 +931,7 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
                     continue
                 if action not in ("D", "C"):
                     continue
-                event = _text_event(action, rest)
+                event = _text_event(action, rest, match["rwbs"])
             if event is None:
                 bad_lines += 1
                 if not tolerate_errors:
@@ -912,16 +939,45 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
                         f"{path}:{number}: not a blkparse event line: {line.strip()[:120]!r}; "
                         "pass --tolerate-errors to skip such lines (they are counted)")
                 continue
-            passthrough, sector, size, tail = event
-            ns = int(match["sec"]) * 1_000_000_000 + int(match["nsec"])
-            device = f"{match['maj']}:{match['min']}"
-            if action == "D":
-                rwbs = match["rwbs"]
-                op = "N" if passthrough else classify(rwbs)
-                pairer.dispatch(ns, device, op, rwbs, sector, size, int(match["pid"]), None if tail == "(null)" else tail)
-            else:
-                pairer.complete(ns, device, sector)
-    return pairer.result(markers, {"bad_lines": bad_lines})
+            categories, sector, size, tail = event
+            batch.add(int(match["sec"]) * 1_000_000_000 + int(match["nsec"]), sector, size,
+                      blk_action(action, categories), int(match["pid"]), dev_t(f"{match['maj']}:{match['min']}"),
+                      None if action == "C" or tail == "(null)" else tail)
+            if len(batch.time) == _TEXT_BATCH:
+                batch.feed(matcher, notes, last_process)
+    batch.feed(matcher, notes, last_process)
+    matcher.finish()
+    frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
+    return BlockTrace(frame, markers, {**matcher.counts, "time_jumps": time_jumps, "bad_lines": bad_lines})
+
+
+_TEXT_BATCH = 1 << 16
+
+
+class _TextBatch:
+    """Events of text lines, gathered for the matcher."""
+
+    def __init__(self):
+        self.time, self.sector, self.size, self.action, self.pid, self.device, self.process = [], [], [], [], [], [], []
+
+    def add(self, time: int, sector: int, size: int, action: int, pid: int, device: int, process: str | None) -> None:
+        # a field beyond what the block layer can carry puts the request beyond every bound, where the matcher counts it
+        if size > MAX_SIZE_SECTORS or sector > MAX_END_SECTOR:
+            sector, size = MAX_END_SECTOR, min(size, MAX_SIZE_SECTORS)
+        for column, value in ((self.time, time), (self.sector, sector), (self.size, size), (self.action, action),
+                              (self.pid, pid), (self.device, device), (self.process, process)):
+            column.append(value)
+
+    def feed(self, matcher: Matcher, notes: Notes, last_process: dict[int, str]) -> None:
+        if not self.time:
+            return
+        events = {"time": np.array(self.time, dtype=np.int64), "sector": np.array(self.sector, dtype=np.uint64),
+                  "bytes": np.array(self.size, dtype=np.uint32) * np.uint32(512),
+                  "action": np.array(self.action, dtype=np.uint32), "pid": np.array(self.pid, dtype=np.uint32),
+                  "device": np.array(self.device, dtype=np.uint32)}
+        process_notes(events, np.array(self.process, dtype=object), last_process, notes)
+        matcher.feed(events)
+        self.__init__()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from .parse_blktrace import (
     Matcher,
     Notes,
     categories_of,
+    process_notes,
     request_frame,
 )
 
@@ -426,25 +427,6 @@ def _line_ends(data: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
 
 
-def _process_notes(events: dict, process: np.ndarray, last: dict[int, str], notes: Notes) -> None:
-    """A process note wherever a pid's dispatches change name (and at its first), as blktrace writes them;
-    last: each pid's name so far, carried from chunk to chunk."""
-    dispatches = np.flatnonzero(pd.notna(process))
-    if not len(dispatches):
-        return
-    codes, names = pd.factorize(process[dispatches])
-    pids = events["pid"][dispatches]
-    order = np.argsort(pids, kind="stable")
-    pid, code = pids[order], codes[order]
-    first = np.r_[True, pid[1:] != pid[:-1]]
-    for j in np.flatnonzero(first | np.r_[True, code[1:] != code[:-1]]):
-        who, name = int(pid[j]), names[code[j]]
-        if not first[j] or last.get(who) != name:
-            notes.process.append((int(events["time"][dispatches[order[j]]]), who, name))
-    is_last = np.r_[pid[1:] != pid[:-1], True]
-    last.update(zip(pid[is_last].tolist(), names[code[is_last]], strict=True))
-
-
 def _read(path: Path, tolerate_errors: bool, first_line: int, data: bytes, ends: np.ndarray) -> tuple[dict, np.ndarray, _Other]:
     """One chunk's events (see _Chunk.events) and what its other lines said."""
     chunk, other, rwbs_bits = _Chunk(), _Other(path, tolerate_errors), {}
@@ -482,7 +464,7 @@ def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:
         bad_lines += other.bad_lines
         lost_events += other.lost_events
         if len(events["time"]):
-            _process_notes(events, process, last_process, notes)
+            process_notes(events, process, last_process, notes)
             matcher.feed(events)
     matcher.finish()
     frame, time_jumps = without_time_jumps(request_frame(matcher, notes))

@@ -6,10 +6,11 @@ Pages are aligned to the device (no file mapping is known), at the given page si
 import re
 from pathlib import Path
 
-from .attribute import attribute, extent_table
+import numpy as np
+
 from .block_trace import BlockTrace, concat_requests
 from .errors import TraceFormatError
-from .metrics import Pieces, access_summary, mark_sequential
+from .metrics import Pieces, access_summary, sequential_flags
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 
@@ -81,20 +82,24 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
             parsed.append(parse_blkparse_text(path, tolerate_errors))
         else:
             parsed.append(parse_ftrace(path, tolerate_errors))
-    requests = concat_requests([p.requests for p in parsed]).sort_values("ts_s", kind="stable")
+    requests = parsed[0].requests if len(parsed) == 1 else concat_requests([p.requests for p in parsed])
+    if not requests["ts_s"].is_monotonic_increasing:
+        requests = requests.sort_values("ts_s", kind="stable").reset_index(drop=True)
     counts: dict[str, int] = {}
     for p in parsed:
         for key, value in p.counts.items():
             counts[key] = counts.get(key, 0) + value
     markers = sorted(m for p in parsed for m in p.markers)
-    return BlockTrace(requests.reset_index(drop=True), markers, counts)
+    return BlockTrace(requests, markers, counts)
 
 
 def trace_stats(trace: BlockTrace, page_bytes: int) -> dict:
-    # no file is known: every page is device-aligned
-    requests = attribute(trace.requests, extent_table([]), {})
-    requests["sequential"] = mark_sequential(requests, page_bytes)
-    summary = access_summary(Pieces.of(requests, page_bytes))
+    # no file is known: every request is one piece, and its pages are device-aligned
+    requests = trace.requests
+    reads = (requests["op"] == "R").to_numpy()
+    sequential = np.zeros(len(requests), dtype=bool)
+    sequential[reads] = sequential_flags(requests.loc[reads, ["ts_s", "device", "sector", "size_sectors"]], page_bytes)
+    summary = access_summary(Pieces.of_requests(requests, sequential, page_bytes))
     latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
                for key in list(summary) if key.startswith("latency_")}
     return {
