@@ -401,35 +401,36 @@ class _Other:
 
 
 def _chunks(path: Path):
-    """(first line number, the chunk's bytes, where each of its lines ends: after its newline)."""
+    """(first line number, the chunk's bytes: whole lines, the last with its newline), read in place."""
     first_line = 1
     with open(path, "rb") as f:
         rest = b""
         while True:
-            block = f.read(CHUNK_BYTES)
-            data = rest + block
-            if not block:
-                if data:
-                    data += b"\n"
-                    yield first_line, data, _line_ends(data)
+            data = bytearray(len(rest) + CHUNK_BYTES)
+            data[:len(rest)] = rest
+            with memoryview(data) as view, view[len(rest):] as free:
+                size = len(rest) + f.readinto(free)
+            if size == len(rest):
+                if rest:
+                    yield first_line, rest + b"\n"
                 return
-            cut = data.rfind(b"\n") + 1
+            cut = data.rfind(b"\n", 0, size) + 1
+            rest = bytes(data[cut:size])
             if cut == 0:
-                rest = data
                 continue
-            data, rest = data[:cut], data[cut:]
-            ends = _line_ends(data)
-            yield first_line, data, ends
-            first_line += len(ends)
+            del data[cut:]
+            yield first_line, data
+            first_line += data.count(b"\n")
 
 
 def _line_ends(data: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
 
 
-def _read(path: Path, tolerate_errors: bool, first_line: int, data: bytes, ends: np.ndarray) -> tuple[dict, np.ndarray, _Other]:
+def _read(path: Path, tolerate_errors: bool, first_line: int, data: bytes) -> tuple[dict, np.ndarray, _Other]:
     """One chunk's events (see _Chunk.events) and what its other lines said."""
     chunk, other, rwbs_bits = _Chunk(), _Other(path, tolerate_errors), {}
+    ends = _line_ends(data)
     for i in _tracepoints(data, ends, first_line, rwbs_bits, chunk):
         line = data[ends[i - 1] if i else 0:ends[i]]
         other.read(line.decode("utf-8", "replace"), first_line + int(i), rwbs_bits, chunk)

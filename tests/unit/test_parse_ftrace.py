@@ -185,3 +185,15 @@ def test_random_traces_pair_as_a_queue_per_device_and_sector(tmp_path):
 def test_every_spelling_of_a_bare_flush_is_counted_as_a_flush(tmp_path, rwbs):
     trace = parse_ftrace(write_trace(tmp_path, issue(1.0, rwbs, 0, 0) + complete(1.1, rwbs, 0, 0)))
     assert (len(trace.requests), trace.counts["flush"], trace.counts["other_op"]) == (0, 1, 0)
+
+
+def test_chunks_of_any_size_read_the_same_requests(tmp_path, monkeypatch):
+    """Lines cut by a chunk's end, a marker longer than a chunk, and a last line without its newline."""
+    body = "".join(issue(1.0 + i / 1000, "R", 8 * i, 8) + complete(1.0005 + i / 1000, "R", 8 * i, 8) for i in range(40))
+    path = write_trace(tmp_path, marker(0.5, "tierlab start q03_try1 " + "x" * 300) + body.rstrip("\n"))
+    whole = parse_ftrace(path)
+    monkeypatch.setattr("tierlab.parse_ftrace.CHUNK_BYTES", 97)
+    chunked = parse_ftrace(path)
+    pd.testing.assert_frame_equal(chunked.requests, whole.requests)
+    assert len(whole.requests) == 40
+    assert chunked.markers == whole.markers
