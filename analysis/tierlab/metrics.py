@@ -58,7 +58,7 @@ class Pieces:
         mapped = ~np.isnan(offset)
         sector = requests["sector"].to_numpy(dtype=np.int64)
         objects, _ = pd.factorize(requests["object"])
-        devices, _ = pd.factorize(requests["device"])
+        devices = device_codes(requests["device"]).astype(np.int64)
         return cls._in_page_order(requests, page_bytes, space=np.where(mapped, objects, -1 - devices),
                                   start_bytes=np.where(mapped, np.nan_to_num(offset), sector * SECTOR_BYTES).astype(np.int64),
                                   head=requests["piece"].to_numpy() == 0,
@@ -69,7 +69,7 @@ class Pieces:
     def of_requests(cls, requests: pd.DataFrame, sequential: np.ndarray, page_bytes: int) -> "Pieces":
         """The requests of a trace with no file map (one piece each, device-aligned pages), and their
         sequential flags."""
-        devices, _ = pd.factorize(requests["device"])
+        devices = device_codes(requests["device"]).astype(np.int64)
         return cls._in_page_order(requests, page_bytes, space=-1 - devices,
                                   start_bytes=requests["sector"].to_numpy(dtype=np.int64) * SECTOR_BYTES,
                                   head=np.ones(len(requests), dtype=bool),
@@ -99,22 +99,55 @@ class Pieces:
 
 
 def page_counts(space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray) -> tuple[int, int]:
-    """(pages accessed with repetition, distinct pages). Distinct pages are the size of the union of the
-    pieces' page ranges in each space, so that memory follows the number of pieces, not their sizes."""
-    if not len(space):
-        return 0, 0
-    if not _in_page_order(space, first_page):
-        order = page_order(space, first_page)
-        space, first_page, last_page = space[order], first_page[order], last_page[order]
-    bounds = np.flatnonzero(np.diff(space)) + 1
-    distinct = 0
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(space)], strict=True):
-        begin, end = first_page[lo:hi], last_page[lo:hi]
-        # by first page: each range adds the pages beyond the furthest one an earlier range reached
-        reached = np.maximum.accumulate(end)
-        before = np.r_[begin[0] - 1, np.maximum(reached[:-1], begin[1:] - 1)]
-        distinct += int((end - before).clip(min=0).sum())
-    return int((last_page - first_page + 1).sum()), distinct
+    """(pages accessed with repetition, distinct pages) of page ranges; see PageUnion."""
+    union = PageUnion()
+    union.add(space, first_page, last_page)
+    return int((last_page - first_page + 1).sum()), union.distinct()
+
+
+class PageUnion:
+    """The distinct pages of page ranges given in chunks: the size of the union of the ranges in each space.
+    The union is kept as disjoint runs of pages in page order, and each chunk's ranges are merged into it
+    when given, so that memory follows the number of runs, never the ranges' sizes or count."""
+
+    def __init__(self):
+        self.runs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+    def add(self, space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray) -> None:
+        if len(space):
+            if not _in_page_order(space, first_page):
+                order = page_order(space, first_page)
+                space, first_page, last_page = space[order], first_page[order], last_page[order]
+            self.runs = _merged_runs(*self.runs, space, first_page, last_page)
+
+    def distinct(self) -> int:
+        _, first, last = self.runs
+        return int((last - first + 1).sum())
+
+
+@numba.njit(cache=True)
+def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
+    """Disjoint runs and ranges, both in page order, merged into disjoint runs (touching ones join)."""
+    total = len(run_space) + len(space)
+    out_space = np.empty(total, np.int64)
+    out_first = np.empty(total, np.int64)
+    out_last = np.empty(total, np.int64)
+    i = j = 0
+    k = -1
+    while i < len(run_space) or j < len(space):
+        if j == len(space) or (i < len(run_space) and (run_space[i] < space[j] or (
+                run_space[i] == space[j] and run_first[i] <= first_page[j]))):
+            one_space, first, last = run_space[i], run_first[i], run_last[i]
+            i += 1
+        else:
+            one_space, first, last = space[j], first_page[j], last_page[j]
+            j += 1
+        if k >= 0 and one_space == out_space[k] and first <= out_last[k] + 1:
+            out_last[k] = max(out_last[k], last)
+        else:
+            k += 1
+            out_space[k], out_first[k], out_last[k] = one_space, first, last
+    return out_space[:k + 1].copy(), out_first[:k + 1].copy(), out_last[:k + 1].copy()
 
 
 def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
@@ -134,26 +167,45 @@ def repeat_access_rate(pieces: Pieces) -> float:
     return total / distinct if distinct else float("nan")
 
 
-def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:
+class Streams:
+    """Per device, the ends of its last `window` requests not yet continued (oldest first): what the
+    sequential test remembers from one chunk of a trace to the next."""
+
+    def __init__(self, devices: int, window: int = STREAM_WINDOW):
+        self.ends = np.empty((devices, window), np.int64)
+        self.lengths = np.zeros(devices, np.int64)
+
+
+def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW,
+                     streams: Streams | None = None) -> np.ndarray:
     """Block-level proxy of read-ahead: a request is sequential if it starts where one of the last `window`
     requests to the same device ended (that end then continues this request's stream, and is no longer
-    waited on), or spans more than one page."""
+    waited on), or spans more than one page. `streams` carries the state from an earlier chunk of the
+    same trace (its devices numbered alike: see device_codes); without it, every stream starts afresh."""
     order = np.argsort(requests["ts_s"].to_numpy(), kind="stable")
-    devices = pd.factorize(requests["device"])[0][order]
+    devices = device_codes(requests["device"]).astype(np.int64)
+    streams = streams or Streams(int(devices.max(initial=-1)) + 1, window)
     starts = requests["sector"].to_numpy(dtype=np.int64)[order]
     sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[order]
-    continued = _continued(devices.astype(np.int64), starts, starts + sizes, window, devices.max(initial=-1) + 1)
+    continued = _continued(devices[order], starts, starts + sizes, streams.ends, streams.lengths)
     flags = np.empty(len(order), dtype=bool)
     flags[order] = continued | (sizes > page_bytes // SECTOR_BYTES)
     return flags
 
 
+def device_codes(device: pd.Series) -> np.ndarray:
+    """A number per device: the categories' codes of a categorical column (the same in every slice of a
+    trace), else numbered as they first occur."""
+    if isinstance(device.dtype, pd.CategoricalDtype):
+        return device.cat.codes.to_numpy()
+    return pd.factorize(device)[0]
+
+
 @numba.njit(cache=True)
-def _continued(devices, starts, ends, window, device_count):
-    """Per request in time order, whether it starts where one of its device's last `window` unmatched
-    request ends lies (oldest first); a matched end leaves the queue, a full queue drops its oldest."""
-    queues = np.empty((device_count, window), np.int64)
-    lengths = np.zeros(device_count, np.int64)
+def _continued(devices, starts, ends, queues, lengths):
+    """Per request in time order, whether it starts where one of its device's remembered request ends
+    lies (oldest first); a matched end leaves the queue, a full queue drops its oldest."""
+    window = queues.shape[1]
     found = np.zeros(len(starts), np.bool_)
     for i in range(len(starts)):
         queue = queues[devices[i]]
@@ -183,27 +235,55 @@ def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREA
     return by_request[request]
 
 
-def in_flight(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
+class InFlight:
     """io_time_s: the time with at least one request in flight (the union of the dispatch-to-completion
     intervals); inflight_mean and inflight_max: the requests in flight, time-weighted while busy, and at
-    most. Requests without a completion (NaN latency) are left out.
+    most. Requests come in chunks in dispatch order (each chunk's dispatches at or after the last one's);
+    those without a completion (NaN latency) are left out.
 
-    The time integral of the depth is the sum of the latencies, so the mean is that sum over the busy
-    time; the depth peaks at a dispatch, where it is the requests dispatched so far less those completed
-    by then (a completion at the same instant first, so back-to-back requests are not overlap)."""
-    done = ~np.isnan(latency_us)
-    if not done.any():
-        return {"io_time_s": 0.0, "inflight_mean": float("nan"), "inflight_max": 0}
-    order = np.argsort(ts_s[done])
-    starts = ts_s[done][order]
-    ends = starts + latency_us[done][order] / 1e6
-    covered_to = np.maximum.accumulate(ends)
-    # a new busy period starts where a request begins after everything before it ended
-    gaps = np.maximum(starts[1:] - covered_to[:-1], 0)
-    busy = float(covered_to[-1] - starts[0] - gaps.sum())
-    depth = np.arange(1, len(starts) + 1) - np.searchsorted(np.sort(ends), starts, side="right")
-    return {"io_time_s": busy, "inflight_mean": float(latency_us[done].sum() / 1e6 / busy) if busy > 0 else float("nan"),
-            "inflight_max": int(depth.max())}
+    Each request adds to the busy time what it covers beyond the furthest completion before it; the time
+    integral of the depth is the sum of the latencies, so the mean is that sum over the busy time; the
+    depth peaks at a dispatch, where it is the requests dispatched so far less those completed by then
+    (a completion at the same instant first, so back-to-back requests are not overlap)."""
+
+    def __init__(self):
+        self.busy_s = self.latency_sum_us = 0.0
+        self.covered_to = -np.inf
+        self.dispatched = self.completed = self.peak = 0
+        self.pending = np.empty(0)      # completion times after the last dispatch, sorted
+
+    def add(self, ts_s: np.ndarray, latency_us: np.ndarray) -> None:
+        done = ~np.isnan(latency_us)
+        if not done.any():
+            return
+        order = np.argsort(ts_s[done])
+        starts = ts_s[done][order]
+        ends = starts + latency_us[done][order] / 1e6
+        covered_before = np.maximum.accumulate(np.r_[self.covered_to, ends[:-1]])
+        self.busy_s += float(np.maximum(ends - np.maximum(starts, covered_before), 0).sum())
+        self.covered_to = max(self.covered_to, float(ends.max()))
+        self.latency_sum_us += float(latency_us[done].sum())
+        ends = np.sort(np.concatenate([self.pending, ends]))
+        depth = (self.dispatched - self.completed + np.arange(1, len(starts) + 1)
+                 - np.searchsorted(ends, starts, side="right"))
+        self.peak = max(self.peak, int(depth.max()))
+        self.dispatched += len(starts)
+        gone = int(np.searchsorted(ends, starts[-1], side="right"))
+        self.completed += gone
+        self.pending = ends[gone:]
+
+    def summary(self) -> dict:
+        busy = self.busy_s if self.dispatched else 0.0
+        return {"io_time_s": busy,
+                "inflight_mean": self.latency_sum_us / 1e6 / busy if busy > 0 else float("nan"),
+                "inflight_max": self.peak}
+
+
+def in_flight(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
+    """See InFlight, for one set of requests."""
+    flight = InFlight()
+    flight.add(ts_s, latency_us)
+    return flight.summary()
 
 
 def size_histogram(pieces: Pieces) -> pd.DataFrame:
@@ -223,10 +303,10 @@ def latency_histogram(latency_us: np.ndarray) -> np.ndarray:
 
 
 def latency_percentiles(latency_us: np.ndarray) -> dict[str, float]:
-    values = latency_us[~np.isnan(latency_us)]
-    if not len(values):
+    """The percentiles of the latencies of completed requests (no NaN); the array is reordered in place."""
+    if not len(latency_us):
         return {f"latency_{k}_us": float("nan") for k in LATENCY_QUANTILES}
-    found = np.quantile(values, list(LATENCY_QUANTILES.values()))
+    found = np.quantile(latency_us, list(LATENCY_QUANTILES.values()), overwrite_input=True)
     return {f"latency_{k}_us": float(v) for k, v in zip(LATENCY_QUANTILES, found, strict=True)}
 
 
@@ -237,39 +317,75 @@ def category(random_pct: float, repeat_rate: float,
     return CATEGORIES[(random_pct > random_threshold, repeat_rate > repeat_threshold)]
 
 
+class AccessTotals:
+    """The access-pattern metrics of a set of request pieces given in one or more chunks (in dispatch
+    order; see InFlight), every figure exact whatever the chunking. Page metrics count every piece;
+    request-level metrics (counts, sizes, latency, busy time) read the heads (piece 0) with the
+    request's whole size."""
+
+    def __init__(self):
+        self.counts = dict.fromkeys(("requests", "read_requests", "write_requests", "read_bytes", "write_bytes",
+                                     "pages", "read_pages", "sequential_pages", "tiny", "misaligned"), 0)
+        self.pages, self.read_pages = PageUnion(), PageUnion()
+        self.flight = InFlight()
+        self.latencies: list[np.ndarray] = []
+
+    def add(self, pieces: Pieces) -> None:
+        counts, read = self.counts, pieces.read
+        lengths = pieces.last_page - pieces.first_page + 1
+        counts["pages"] += int(lengths.sum())
+        counts["read_pages"] += int(lengths[read].sum())
+        counts["sequential_pages"] += int(lengths[read & pieces.sequential].sum())
+        self.pages.add(pieces.space, pieces.first_page, pieces.last_page)
+        self.read_pages.add(pieces.space[read], pieces.first_page[read], pieces.last_page[read])
+        head = pieces.head
+        sizes, head_read, head_write = pieces.request_size_sectors[head], read[head], pieces.write[head]
+        counts["requests"] += len(sizes)
+        counts["read_requests"] += int(head_read.sum())
+        counts["write_requests"] += int(head_write.sum())
+        counts["read_bytes"] += int(sizes[head_read].sum()) * SECTOR_BYTES
+        counts["write_bytes"] += int(sizes[head_write].sum()) * SECTOR_BYTES
+        counts["tiny"] += int((sizes < 8).sum())
+        counts["misaligned"] += int(pieces.misaligned[head].sum())
+        latency = pieces.latency_us[head]
+        self.flight.add(pieces.ts_s[head], latency)
+        self.latencies.append(latency[~np.isnan(latency)])
+
+    def summary(self, random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
+        counts = self.counts
+        pages, read_pages = counts["pages"], counts["read_pages"]
+        distinct, read_distinct = self.pages.distinct(), self.read_pages.distinct()
+        sequential_pct = 100.0 * counts["sequential_pages"] / read_pages if read_pages else float("nan")
+        random_pct = 100.0 - sequential_pct if read_pages else float("nan")
+        repeat_rate = pages / distinct if distinct else float("nan")
+        requests = counts["requests"]
+        return {
+            **{key: counts[key] for key in ("requests", "read_requests", "write_requests", "read_bytes", "write_bytes")},
+            "pages": pages,
+            "distinct_pages": distinct,
+            "read_pages": read_pages,
+            "distinct_read_pages": read_distinct,
+            "sequential_pct": sequential_pct,
+            "random_pct": random_pct,
+            "repeat_access_rate": repeat_rate,
+            "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
+            "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
+            "tiny_pct": 100.0 * counts["tiny"] / requests if requests else float("nan"),
+            "misaligned_pct": 100.0 * counts["misaligned"] / requests if requests else float("nan"),
+            **self.flight.summary(),
+            **latency_percentiles(self._latencies()),
+        }
+
+
+    def _latencies(self) -> np.ndarray:
+        """Every chunk's latencies in one array, which then replaces the chunks' (one copy held, not two)."""
+        self.latencies = [np.concatenate(self.latencies) if self.latencies else np.empty(0)]
+        return self.latencies[0]
+
+
 def access_summary(pieces: Pieces, random_threshold: float = RANDOM_PCT_THRESHOLD,
                    repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
-    """The access-pattern metrics of one set of request pieces (a query, a query x table, a trace).
-
-    Page metrics count every piece; request-level metrics (counts, sizes, latency, busy time) read
-    the heads (piece 0) with the request's whole size."""
-    pages, distinct = page_counts(pieces.space, pieces.first_page, pieces.last_page)
-    read = pieces.read
-    read_pages, read_distinct = page_counts(pieces.space[read], pieces.first_page[read], pieces.last_page[read])
-    sequential = read & pieces.sequential
-    sequential_pages = int((pieces.last_page[sequential] - pieces.first_page[sequential] + 1).sum())
-    sequential_pct = 100.0 * sequential_pages / read_pages if read_pages else float("nan")
-    random_pct = 100.0 - sequential_pct if read_pages else float("nan")
-    repeat_rate = pages / distinct if distinct else float("nan")
-    head = pieces.head
-    sizes, head_read, head_write = pieces.request_size_sectors[head], read[head], pieces.write[head]
-    return {
-        "requests": len(sizes),
-        "read_requests": int(head_read.sum()),
-        "write_requests": int(head_write.sum()),
-        "read_bytes": int(sizes[head_read].sum() * SECTOR_BYTES),
-        "write_bytes": int(sizes[head_write].sum() * SECTOR_BYTES),
-        "pages": pages,
-        "distinct_pages": distinct,
-        "read_pages": read_pages,
-        "distinct_read_pages": read_distinct,
-        "sequential_pct": sequential_pct,
-        "random_pct": random_pct,
-        "repeat_access_rate": repeat_rate,
-        "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
-        "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
-        "tiny_pct": 100.0 * float((sizes < 8).mean()) if len(sizes) else float("nan"),
-        "misaligned_pct": 100.0 * float(pieces.misaligned[head].mean()) if len(sizes) else float("nan"),
-        **in_flight(pieces.ts_s[head], pieces.latency_us[head]),
-        **latency_percentiles(pieces.latency_us[head]),
-    }
+    """The access-pattern metrics of one set of request pieces (a query, a query x table, a tier): see AccessTotals."""
+    totals = AccessTotals()
+    totals.add(pieces)
+    return totals.summary(random_threshold, repeat_threshold)

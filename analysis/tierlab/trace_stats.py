@@ -10,7 +10,7 @@ import numpy as np
 
 from .block_trace import BlockTrace, concat_requests
 from .errors import TraceFormatError
-from .metrics import Pieces, access_summary, sequential_flags
+from .metrics import AccessTotals, Pieces, Streams, sequential_flags
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 
@@ -19,6 +19,7 @@ BLKTRACE_MAGIC = 0x65617400
 # a blkparse event line starts with the device: "  7,1    0        1     0.000000000 ..."
 BLKPARSE_LINE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", re.MULTILINE)
 OTHER_COUNTS = ("flush", "discard", "other_op", "zero_length")
+CHUNK_REQUESTS = 1 << 18
 # counts that mean the trace is not the whole truth: what each says, for a warning
 SUSPECT_COUNTS = {
     "lost_events": "events lost by the tracer (their requests are missing)",
@@ -94,12 +95,18 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
 
 
 def trace_stats(trace: BlockTrace, page_bytes: int) -> dict:
-    # no file is known: every request is one piece, and its pages are device-aligned
+    # no file is known: every request is one piece, and its pages are device-aligned; the trace is
+    # in dispatch order, and read a chunk at a time, so that what the metrics hold beside it stays small
     requests = trace.requests
-    reads = (requests["op"] == "R").to_numpy()
-    sequential = np.zeros(len(requests), dtype=bool)
-    sequential[reads] = sequential_flags(requests.loc[reads, ["ts_s", "device", "sector", "size_sectors"]], page_bytes)
-    summary = access_summary(Pieces.of_requests(requests, sequential, page_bytes))
+    totals, streams = AccessTotals(), Streams(len(requests["device"].cat.categories))
+    for begin in range(0, len(requests), CHUNK_REQUESTS):
+        chunk = requests.iloc[begin:begin + CHUNK_REQUESTS]
+        reads = (chunk["op"] == "R").to_numpy()
+        sequential = np.zeros(len(chunk), dtype=bool)
+        sequential[reads] = sequential_flags(chunk.loc[reads, ["ts_s", "device", "sector", "size_sectors"]], page_bytes,
+                                             streams=streams)
+        totals.add(Pieces.of_requests(chunk, sequential, page_bytes))
+    summary = totals.summary()
     latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
                for key in list(summary) if key.startswith("latency_")}
     return {

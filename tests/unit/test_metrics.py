@@ -3,7 +3,9 @@ import pandas as pd
 import pytest
 
 from tierlab.metrics import (
+    AccessTotals,
     Pieces,
+    Streams,
     access_summary,
     category,
     in_flight,
@@ -205,3 +207,29 @@ def test_in_flight_follows_the_definition_on_random_requests():
             busy += next_time - time
     assert in_flight(ts, latency) == {"io_time_s": pytest.approx(busy, rel=1e-9),
                                       "inflight_mean": pytest.approx(weighted / busy, rel=1e-9), "inflight_max": peak}
+
+
+def test_a_trace_summed_up_chunk_by_chunk_gives_the_summary_of_the_whole():
+    rng = np.random.default_rng(3)
+    n = 4000
+    frame = pd.DataFrame({"ts_s": np.sort(np.round(rng.random(n), 5)),
+                          "device": pd.Categorical(rng.choice(["7:1", "7:2"], n)),
+                          "op": pd.Categorical(rng.choice(["R", "W"], n, p=[0.8, 0.2])),
+                          "sector": rng.integers(0, 400, n) * 8, "size_sectors": rng.choice([1, 8, 32, 64], n),
+                          "latency_us": np.where(rng.random(n) < 0.02, np.nan, rng.integers(50, 3000, n).astype(float))})
+    columns = ["ts_s", "device", "sector", "size_sectors"]
+
+    def read_flags(part, streams=None):
+        flags = np.zeros(len(part), dtype=bool)
+        reads = (part["op"] == "R").to_numpy()
+        flags[reads] = sequential_flags(part.loc[reads, columns], PAGE, streams=streams)
+        return flags
+
+    whole = access_summary(Pieces.of_requests(frame, read_flags(frame), PAGE))
+    totals, streams = AccessTotals(), Streams(2)
+    for begin in range(0, n, 333):
+        part = frame.iloc[begin:begin + 333]
+        totals.add(Pieces.of_requests(part, read_flags(part, streams), PAGE))
+    chunked = totals.summary()
+    assert chunked == {key: value if isinstance(value, str | int) else pytest.approx(value, rel=1e-9, nan_ok=True)
+                       for key, value in whole.items()}
