@@ -128,6 +128,15 @@ def _digits(buf, start, end, most):
 
 
 @numba.njit(cache=True, nogil=True)
+def _run_end(buf, start, stop, low, high):
+    """Where the run of bytes from low to high that begins at `start` ends (at most at stop)."""
+    end = start
+    while end < stop and low <= buf[end] <= high:
+        end += 1
+    return end
+
+
+@numba.njit(cache=True, nogil=True)
 def _left_digits(buf, end, floor):
     """Where the run of digits that ends at `end` (exclusive) starts, not before floor."""
     start = end
@@ -203,71 +212,48 @@ def _scan(buf, ends, out):
             issue, i = 0, i + 10                      # "complete: "
         else:
             continue
-        comma = i
-        while comma < stop and 48 <= buf[comma] <= 57:
-            comma += 1
+        comma = _run_end(buf, i, stop, 48, 57)
         major = _digits(buf, i, comma, 4)
         if major < 0 or buf[comma] != 44:
             continue
-        i = comma + 1
-        j = i
-        while j < stop and 48 <= buf[j] <= 57:
-            j += 1
-        minor = _digits(buf, i, j, 7)
+        j = _run_end(buf, comma + 1, stop, 48, 57)
+        minor = _digits(buf, comma + 1, j, 7)
         if minor < 0 or buf[j] != 32:
             continue
         rwbs_start = j + 1
-        j = rwbs_start
-        while j < stop and 65 <= buf[j] <= 90:
-            j += 1
-        if j == rwbs_start or j - rwbs_start > 8 or buf[j] != 32:
+        rwbs_end = _run_end(buf, rwbs_start, stop, 65, 90)
+        if rwbs_end == rwbs_start or rwbs_end - rwbs_start > 8 or buf[rwbs_end] != 32:
             continue
-        rwbs_end = j
-        j += 1
+        j = rwbs_end + 1
         if issue:
-            k = j
-            while k < stop and 48 <= buf[k] <= 57:
-                k += 1
+            k = _run_end(buf, j, stop, 48, 57)
             if k == j or buf[k] != 32:
                 continue
             j = k + 1
         if stop - j < 3 or buf[j] != 40 or buf[j + 1] != 41 or buf[j + 2] != 32:
             continue
         j += 3
-        k = j
-        while k < stop and 48 <= buf[k] <= 57:
-            k += 1
+        k = _run_end(buf, j, stop, 48, 57)
         if k == j or k - j > 19 or stop - k < 3 or buf[k] != 32 or buf[k + 1] != 43 or buf[k + 2] != 32:
             continue
         sector = np.uint64(0)
         for d in range(j, k):
             sector = sector * np.uint64(10) + np.uint64(buf[d] - 48)
         j = k + 3
-        k = j
-        while k < stop and 48 <= buf[k] <= 57:
-            k += 1
+        k = _run_end(buf, j, stop, 48, 57)
         size = _digits(buf, j, k, 9)
         if size < 0 or buf[k] != 32:
             continue
         j = k + 1
         if 97 <= buf[j] <= 122:                       # the I/O priority, "be,0,4"
-            while j < stop and 97 <= buf[j] <= 122:
-                j += 1
-            if buf[j] != 44:
+            k = _run_end(buf, j, stop, 97, 122)
+            level = _run_end(buf, k + 1, stop, 48, 57)
+            if buf[k] != 44 or level == k + 1 or buf[level] != 44:
                 continue
-            k = _digits(buf, j + 1, j + 2, 9)
-            j += 1
-            while j < stop and 48 <= buf[j] <= 57:
-                j += 1
-            if k < 0 or buf[j] != 44:
+            k = _run_end(buf, level + 1, stop, 48, 57)
+            if k == level + 1 or buf[k] != 32:
                 continue
-            k = j + 1
-            j += 1
-            while j < stop and 48 <= buf[j] <= 57:
-                j += 1
-            if j == k or buf[j] != 32:
-                continue
-            j += 1
+            j = k + 1
         if buf[j] != 91 or buf[stop - 1] != 93 or stop - 1 - (j + 1) > 16:
             continue
         ok = True
