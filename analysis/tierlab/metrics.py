@@ -273,17 +273,10 @@ class InFlight:
         self.pending = ends[gone:]
 
     def summary(self) -> dict:
-        busy = self.busy_s if self.dispatched else 0.0
+        busy = self.busy_s
         return {"io_time_s": busy,
                 "inflight_mean": self.latency_sum_us / 1e6 / busy if busy > 0 else float("nan"),
                 "inflight_max": self.peak}
-
-
-def in_flight(ts_s: np.ndarray, latency_us: np.ndarray) -> dict[str, float]:
-    """See InFlight, for one set of requests."""
-    flight = InFlight()
-    flight.add(ts_s, latency_us)
-    return flight.summary()
 
 
 def size_histogram(pieces: Pieces) -> pd.DataFrame:

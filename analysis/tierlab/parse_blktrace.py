@@ -945,6 +945,7 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
                       None if action == "C" or tail == "(null)" else tail)
             if len(batch.time) == _TEXT_BATCH:
                 batch.feed(matcher, notes, last_process)
+                batch = _TextBatch()
     batch.feed(matcher, notes, last_process)
     matcher.finish()
     frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
@@ -977,7 +978,6 @@ class _TextBatch:
                   "device": np.array(self.device, dtype=np.uint32)}
         process_notes(events, np.array(self.process, dtype=object), last_process, notes)
         matcher.feed(events)
-        self.__init__()
 
 
 # ---------------------------------------------------------------------------------------------

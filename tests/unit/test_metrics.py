@@ -4,11 +4,11 @@ import pytest
 
 from tierlab.metrics import (
     AccessTotals,
+    InFlight,
     Pieces,
     Streams,
     access_summary,
     category,
-    in_flight,
     page_counts,
     repeat_access_rate,
     sequential_flags,
@@ -30,6 +30,12 @@ def requests(rows, mapped=True):
                         "file_offset_bytes": float(sector * 512) if mapped else np.nan,
                         "request": len(records), "piece": 0, "request_size_sectors": size, "sequential": False})
     return pd.DataFrame(records)
+
+
+def in_flight(ts_s, latency_us):
+    flight = InFlight()
+    flight.add(ts_s, latency_us)
+    return flight.summary()
 
 
 def counts(pieces):
