@@ -443,3 +443,14 @@ def test_blkparse_text_a_garbled_event_line_names_the_file_and_line(tmp_path):
         parse_blkparse_text(path)
     trace = parse_blkparse_text(path, tolerate_errors=True)
     assert (trace.counts["bad_lines"], trace.counts["dispatch_without_completion"]) == (1, 1)
+
+
+def test_blkparse_text_read_in_batches_of_any_size_gives_the_same_requests(tmp_path, monkeypatch):
+    prefix = write_per_cpu(tmp_path, random_trace())
+    text = tmp_path / "trace.txt"
+    subprocess.run(["blkparse", "-i", str(prefix), "-o", str(text)], check=True, capture_output=True)
+    whole = parse_blkparse_text(text)
+    monkeypatch.setattr("tierlab.parse_blktrace._TEXT_BATCH", 97)
+    batched = parse_blkparse_text(text)
+    pd.testing.assert_frame_equal(batched.requests, whole.requests)
+    assert (batched.markers, batched.counts) == (whole.markers, whole.counts)
