@@ -65,10 +65,8 @@ categoricals over the codes kept meanwhile. Memory: about the result frame's own
 import glob
 import mmap
 import os
-import queue
 import re
 import struct
-import threading
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
@@ -86,6 +84,7 @@ from .block_trace import (
     without_time_jumps,
 )
 from .errors import TraceFormatError
+from .prefetch import prefetched
 
 BLK_IO_TRACE_MAGIC = 0x65617400
 BLK_IO_TRACE_VERSION = 0x07
@@ -546,46 +545,6 @@ def _merged(readers: list[_Reader]):
             yield events
 
 
-def _prefetched(batches, depth: int = 2):
-    """The items of an iterator, produced by a worker thread while the caller works on the
-    previous ones (numpy lets go of the interpreter lock while it copies, compares and sorts).
-    The worker's exceptions are raised here; closing this generator stops the worker."""
-    handover: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                handover.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work():
-        try:
-            for batch in batches:
-                if not put(("batch", batch)):
-                    return
-            put(("end", None))
-        except BaseException as error:  # handed to the caller, who raises it
-            put(("error", error))
-
-    worker = threading.Thread(target=work, name="blktrace-decode", daemon=True)
-    worker.start()
-    try:
-        while True:
-            kind, item = handover.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
-
-
 class _Column:
     """An array filled from the front and grown in place (realloc moves large blocks without
     copying them); pages never written are never touched."""
@@ -851,7 +810,7 @@ def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: 
     notes = Notes()
     readers = [_Reader(path, notes, counts, tolerate_errors, chunk_bytes) for path in files]
     matcher = Matcher(sum(reader.size for reader in readers) // (2 * HEADER_BYTES))
-    batches = _prefetched(_merged(readers))
+    batches = prefetched(_merged(readers))
     try:
         for events in batches:
             matcher.feed(events)

@@ -29,6 +29,7 @@ from .metrics import (
 )
 from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
+from .prefetch import prefetched
 
 # the results format this tierlab writes and reads (results/README.md)
 SCHEMA_VERSION = 1
@@ -233,7 +234,8 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     writer = pq.ParquetWriter(partial, REQUEST_SCHEMA, use_dictionary=[f.name for f in REQUEST_SCHEMA if f.type == pa.string()]
                               ) if partial else None
     try:
-        for window in run.windows(tolerate_errors, progress):
+        # the next window is read (mostly compiled code and numpy) while this one is summed up
+        for window in prefetched(run.windows(tolerate_errors, progress), depth=1):
             requests = window.requests
             requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
             if writer:
