@@ -157,9 +157,12 @@ def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
     return by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max(initial=0)))[by_page], kind="stable")]
 
 
-def _in_page_order(space: np.ndarray, first_page: np.ndarray) -> bool:
-    same = space[1:] == space[:-1]
-    return bool(((space[1:] > space[:-1]) | (same & (first_page[1:] >= first_page[:-1]))).all())
+@numba.njit(cache=True)
+def _in_page_order(space, first_page):
+    for i in range(1, len(space)):
+        if space[i] < space[i - 1] or (space[i] == space[i - 1] and first_page[i] < first_page[i - 1]):
+            return False
+    return True
 
 
 def repeat_access_rate(pieces: Pieces) -> float:
