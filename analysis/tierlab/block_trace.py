@@ -3,6 +3,7 @@ completion; what the parsers count beside it; and the bounds of a physically pos
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 REQUEST_COLUMNS = ["ts_s", "device", "op", "rwbs", "sector", "size_sectors", "latency_us", "pid", "process"]
@@ -14,6 +15,8 @@ CATEGORICAL_COLUMNS = [name for name, dtype in REQUEST_DTYPES.items() if dtype =
 # (below 2^32): a sector or size beyond is a corrupt field, and the request is counted (beyond_bounds), not used.
 MAX_END_SECTOR = ((1 << 63) - 1) // 512
 MAX_SIZE_SECTORS = ((1 << 32) - 1) // 512
+# the most a sector or size read from text is taken as, so that it fits the matcher's 64-bit fields
+LARGEST_SECTOR = (1 << 64) - 1
 # The block layer times a request out after 30 s by default; a completion more than ten times that after
 # its dispatch, or before it, has a time field out of step, and the request is counted (time_jumps), not used.
 MAX_LATENCY_US = 300e6
@@ -41,6 +44,14 @@ class BlockTrace:
     requests: pd.DataFrame
     markers: list[tuple[float, str]]
     counts: dict = field(default_factory=dict)
+
+
+def event_extent(sector: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The matcher's sector and bytes of events read from text (sector and size in sectors, as uint64, each
+    at most LARGEST_SECTOR): a size the block layer cannot carry moves the request beyond every bound,
+    where the matcher counts it (beyond_bounds), with its completion alike."""
+    sector = np.where(size > MAX_SIZE_SECTORS, np.uint64(LARGEST_SECTOR), sector)
+    return sector, (np.minimum(size, MAX_SIZE_SECTORS) * 512).astype(np.uint32)
 
 
 def without_time_jumps(requests: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -276,9 +276,8 @@ class InFlight:
         self.pending = ends[gone:]
 
     def summary(self) -> dict:
-        busy = self.busy_s
-        return {"io_time_s": busy,
-                "inflight_mean": self.latency_sum_us / 1e6 / busy if busy > 0 else float("nan"),
+        return {"io_time_s": self.busy_s,
+                "inflight_mean": self.latency_sum_us / 1e6 / self.busy_s if self.busy_s > 0 else float("nan"),
                 "inflight_max": self.peak}
 
 

@@ -75,12 +75,13 @@ import numpy as np
 import pandas as pd
 
 from .block_trace import (
+    LARGEST_SECTOR,
     MAX_END_SECTOR,
-    MAX_SIZE_SECTORS,
     REQUEST_COLUMNS,
     REQUEST_DTYPES,
     BlockTrace,
     classify,
+    event_extent,
     without_time_jumps,
 )
 from .errors import TraceFormatError
@@ -921,18 +922,16 @@ class _TextBatch:
         self.time, self.sector, self.size, self.action, self.pid, self.device, self.process = [], [], [], [], [], [], []
 
     def add(self, time: int, sector: int, size: int, action: int, pid: int, device: int, process: str | None) -> None:
-        # a field beyond what the block layer can carry puts the request beyond every bound, where the matcher counts it
-        if size > MAX_SIZE_SECTORS or sector > MAX_END_SECTOR:
-            sector, size = MAX_END_SECTOR, min(size, MAX_SIZE_SECTORS)
-        for column, value in ((self.time, time), (self.sector, sector), (self.size, size), (self.action, action),
-                              (self.pid, pid), (self.device, device), (self.process, process)):
+        for column, value in ((self.time, time), (self.sector, min(sector, LARGEST_SECTOR)),
+                              (self.size, min(size, LARGEST_SECTOR)), (self.action, action), (self.pid, pid),
+                              (self.device, device), (self.process, process)):
             column.append(value)
 
     def feed(self, matcher: Matcher, notes: Notes, last_process: dict[int, str]) -> None:
         if not self.time:
             return
-        events = {"time": np.array(self.time, dtype=np.int64), "sector": np.array(self.sector, dtype=np.uint64),
-                  "bytes": np.array(self.size, dtype=np.uint32) * np.uint32(512),
+        sector, nbytes = event_extent(np.array(self.sector, dtype=np.uint64), np.array(self.size, dtype=np.uint64))
+        events = {"time": np.array(self.time, dtype=np.int64), "sector": sector, "bytes": nbytes,
                   "action": np.array(self.action, dtype=np.uint32), "pid": np.array(self.pid, dtype=np.uint32),
                   "device": np.array(self.device, dtype=np.uint32)}
         process_notes(events, np.array(self.process, dtype=object), last_process, notes)

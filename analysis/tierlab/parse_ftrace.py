@@ -22,8 +22,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from .block_trace import MAX_SIZE_SECTORS as _MAX_SIZE_SECTORS
-from .block_trace import BlockTrace, without_time_jumps
+from .block_trace import LARGEST_SECTOR, BlockTrace, event_extent, without_time_jumps
 from .errors import TraceFormatError
 from .parse_blktrace import (
     BLK_TA_COMPLETE,
@@ -75,8 +74,6 @@ _WRITTEN = re.compile(r"^#\s+entries-in-buffer/entries-written:\s+(?P<kept>\d+)/
 _LOST = re.compile(r"^CPU:\d+ \[LOST (?P<lost>\d+) EVENTS\]$")
 # the categories that name a request's operation
 _OPERATIONS = BLK_TC_READ | BLK_TC_WRITE | BLK_TC_DISCARD | BLK_TC_FLUSH
-# where a request that reaches beyond every bound is put, for the matcher to count it
-_LARGEST_SECTOR = (1 << 64) - 1
 _FRACTION_SCALE = np.array([10 ** (9 - digits) for digits in range(10)], dtype=np.int64)
 
 
@@ -96,7 +93,7 @@ class _Chunk:
     """The events of one chunk of lines, in line order."""
 
     def __init__(self):
-        self.columns: dict[str, list] = {name: [] for name in ("line", "time", "sector", "bytes", "action", "pid",
+        self.columns: dict[str, list] = {name: [] for name in ("line", "time", "sector", "size", "action", "pid",
                                                                  "device", "process")}
 
     def add(self, **values: np.ndarray) -> None:
@@ -108,9 +105,11 @@ class _Chunk:
         merged = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in self.columns.items()}
         order = np.argsort(merged.pop("line"), kind="stable")
         process = merged.pop("process")[order]
-        types = {"time": np.int64, "sector": np.uint64, "bytes": np.uint32, "action": np.uint32, "pid": np.uint32,
+        types = {"time": np.int64, "sector": np.uint64, "size": np.uint64, "action": np.uint32, "pid": np.uint32,
                  "device": np.uint32}
-        return {name: merged[name][order].astype(types[name]) for name in types}, process
+        events = {name: merged[name][order].astype(types[name]) for name in types}
+        events["sector"], events["bytes"] = event_extent(events["sector"], events.pop("size"))
+        return events, process
 
 
 @numba.njit(cache=True, nogil=True)
@@ -318,10 +317,7 @@ def _tracepoints(data: bytes, ends: np.ndarray, first_line: int, rwbs_bits: dict
     rwbs_codes, rwbs_names = _names(data, rwbs_start, rwbs_end, rwbs_word)
     bits = np.array([rwbs_bits.setdefault(name, categories(name)) for name in rwbs_names], dtype=np.uint32)
     comm_codes, comm_names = _names(data, comm_start, comm_end, comm_low, comm_high)
-    # a size the block layer cannot carry moves the request beyond every bound, where the matcher counts it
-    sector = np.where(size > _MAX_SIZE_SECTORS, np.uint64(_LARGEST_SECTOR), sector)
-    chunk.add(line=index + first_line, time=time.astype(np.int64), sector=sector,
-              bytes=(np.minimum(size, _MAX_SIZE_SECTORS) * 512).astype(np.uint32),
+    chunk.add(line=index + first_line, time=time.astype(np.int64), sector=sector, size=size,
               action=np.where(issue == 1, BLK_TA_ISSUE, BLK_TA_COMPLETE).astype(np.uint32)
               | bits[rwbs_codes] << BLK_TC_SHIFT,
               pid=pid.astype(np.uint32), device=_device(major, minor),
@@ -373,13 +369,10 @@ class _Other:
     @staticmethod
     def _event(issue: bool, m: re.Match, line: re.Match, time: int, number: int, rwbs_bits: dict, chunk: _Chunk) -> None:
         bits = rwbs_bits.setdefault(m["rwbs"], categories(m["rwbs"]))
-        size, sector = int(m["size"]), int(m["sector"])
-        if size > _MAX_SIZE_SECTORS:
-            sector = _LARGEST_SECTOR
         comm = m.groupdict().get("comm")
         chunk.add(line=np.array([number]), time=np.array([time]),
-                  sector=np.array([min(sector, _LARGEST_SECTOR)], dtype=np.uint64),
-                  bytes=np.array([min(size, _MAX_SIZE_SECTORS) * 512]),
+                  sector=np.array([min(int(m["sector"]), LARGEST_SECTOR)], dtype=np.uint64),
+                  size=np.array([min(int(m["size"]), LARGEST_SECTOR)], dtype=np.uint64),
                   action=np.array([(BLK_TA_ISSUE if issue else BLK_TA_COMPLETE) | bits << BLK_TC_SHIFT]),
                   pid=np.array([int(line["pid"])]),
                   device=_device(np.array([int(m["maj"])]), np.array([int(m["min"])])),
