@@ -1,8 +1,9 @@
 """Attribute requests to objects (tables) and tiers through the run's extent map.
 
 An extent map is what the host agent wrote to raw/extents.json: per file, its
-object, tier, device and physical extents [logical_bytes, physical_bytes,
-length_bytes]. A request is attributed by its first sector; what maps to no
+object, tier, device, the file's offset in its object (offset_bytes: a
+PostgreSQL relation's segment after the first starts 1 GiB further on), and
+physical extents [logical_bytes, physical_bytes, length_bytes]. A request is attributed by its first sector; what maps to no
 table file is `other`, never dropped.
 """
 
@@ -18,9 +19,11 @@ def extent_table(files: list[dict]) -> pd.DataFrame:
     """One row per extent, sorted by device and start sector."""
     rows = []
     for item in files:
+        # runs written before objects had several files have no offset_bytes: their one file starts at 0
+        offset = item.get("offset_bytes", 0)
         for logical, physical, length in item["extents"]:
             rows.append((item["device"], physical // SECTOR_BYTES, (physical + length) // SECTOR_BYTES,
-                         logical, item["object"], item["path"]))
+                         offset + logical, item["object"], item["path"]))
     table = pd.DataFrame(rows, columns=["device", "start_sector", "end_sector", "logical_bytes", "object", "path"])
     return table.sort_values(["device", "start_sector"]).reset_index(drop=True)
 

@@ -48,12 +48,24 @@ def phase_durations(phases: dict[str, str], finished_at: str) -> dict[str, float
 
 
 def layout_files(study: dict, extents: dict | None) -> dict:
-    files = {f["object"]: f for f in (extents or {}).get("files", [])}
-    return {
-        table: {"tier": tier, "tier_name": files.get(table, {}).get("tier"), "path": files.get(table, {}).get("path"),
-                "device": files.get(table, {}).get("device"), "size_bytes": files.get(table, {}).get("size_bytes")}
-        for table, tier in study["placement"].items()
-    }
+    """Per table: its tier by the layout, where its own file is (the first segment of its heap),
+    the bytes of all its files, and each file (indexes, TOAST and segments where the engine keeps
+    them apart) with the tier that holds it."""
+    by_table: dict[str, list[dict]] = {}
+    for item in (extents or {}).get("files", []):
+        # runs written before objects had several files name only the table
+        by_table.setdefault(item.get("table", item["object"]), []).append(item)
+    layout = {}
+    for table, tier in study["placement"].items():
+        files = by_table.get(table, [])
+        own = next((f for f in files if f["object"] == table and not f.get("offset_bytes")), {})
+        layout[table] = {
+            "tier": tier, "tier_name": own.get("tier"), "path": own.get("path"), "device": own.get("device"),
+            "size_bytes": sum(f["size_bytes"] for f in files) if files else None,
+            "files": [{key: f.get(key) for key in ("object", "kind", "path", "tier", "offset_bytes", "size_bytes")}
+                      for f in files],
+        }
+    return layout
 
 
 def tiers_fidelity(tiers: list[dict], tiers_check: dict | None) -> dict:

@@ -14,11 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .engine_view import definition  # noqa: E402
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
 from .run_io import cut_traces, tiers_dilation  # noqa: E402
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
-                 "engine_sequential_pct", "repeat_access_rate", "category", "read_pages", "latency_p50_us", "latency_p99_us"]
+                  "engine_sequential_pct", "engine_pages_read", "repeat_access_rate", "category", "read_pages",
+                  "latency_p50_us", "latency_p99_us"]
 TABLE_COLUMNS = ["object", "tier", "read_requests", "read_pages", "sequential_pct", "random_pct",
                  "repeat_access_rate", "category", "io_time_s", "latency_p50_us", "latency_p99_us"]
 STYLE = """
@@ -140,6 +142,7 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
     return [
         ("run", manifest.get("run_id", "")), ("status", manifest.get("status", "")),
         ("engine", f"{manifest.get('engine', {}).get('name', '')} {manifest.get('engine', {}).get('version', '')}"),
+        ("engine from", manifest.get("engine", {}).get("source", "")),
         ("workload", f"{workload.get('name', '')} SF {workload.get('scale_factor', '')}, {workload.get('cache_state', '')}"),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
@@ -218,7 +221,7 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
             sections.append(_html_table(late))
             md += [_md_table(late), ""]
     if not metrics.empty:
-        definitions = _definitions(tables["parameters"].to_dict("records")[0])
+        definitions = _definitions(tables["parameters"].to_dict("records")[0], manifest["engine"]["name"])
         sections += ["<h2>Per-query access patterns</h2>",
                      f"<p class='note'>{html.escape(definitions)}</p>",
                      _html_table(shown_metrics),
@@ -235,11 +238,11 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     return [report, summary]
 
 
-def _definitions(parameters: dict) -> str:
+def _definitions(parameters: dict, engine: str) -> str:
     """How the access-pattern columns are defined, with the parameters this analysis used."""
     return (f"Pages of {parameters['page_size_bytes'] // 1024} KiB. Sequential: a read that starts where one of the last "
             f"{parameters['stream_window']} reads on its device ended, or spans more than one page; percentages over "
-            "read pages. Engine: InnoDB read-ahead pages / pages read (Innodb_buffer_pool_read_ahead / Innodb_pages_read). "
+            f"read pages. {definition(engine)} "
             f"Categories: random when random_pct > {parameters['random_threshold_pct']:g}, repeated when "
             f"repeat_access_rate > {parameters['repeat_threshold']:g}: 1 random repeated, 2 random, 3 sequential, "
             "4 sequential repeated.")

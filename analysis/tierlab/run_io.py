@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from .attribute import attribute, extent_table
 from .block_trace import concat_requests
+from .engine_view import engine_view
 from .errors import RunDirError
 from .metrics import (
     LATENCY_EDGES_US,
@@ -165,7 +166,7 @@ def _counter_files(run_dir: Path):
 
 
 def read_counters(run_dir: Path) -> pd.DataFrame:
-    """InnoDB's counter deltas per query try."""
+    """The engine's counter deltas per query try."""
     return pd.DataFrame([{"query": query, "try": attempt, **counters["delta"]}
                          for query, attempt, counters in _counter_files(run_dir) if counters["delta"] is not None])
 
@@ -194,22 +195,6 @@ def load_run(path: str | Path) -> Run:
     tiers = _read_json(run_dir / "raw" / "tiers.json") if (run_dir / "raw" / "tiers.json").exists() else []
     return Run(run_dir, study, read_query_rows(run_dir).drop(columns=["trace_files"]), read_counters(run_dir),
                read_device_model(run_dir), tiers)
-
-
-def _engine_cross_check(counters: pd.DataFrame) -> pd.DataFrame:
-    """InnoDB's own view: pages read by read-ahead vs all pages read from disk.
-
-    In MariaDB 10.11 Innodb_buffer_pool_reads equals Innodb_pages_read (read-ahead included),
-    so the random misses are the pages read minus the read-ahead pages."""
-    if counters.empty:
-        return counters
-    ahead = counters["Innodb_buffer_pool_read_ahead"]
-    pages = counters["Innodb_pages_read"]
-    return pd.DataFrame({
-        "query": counters["query"], "try": counters["try"],
-        "engine_pages_read": pages, "engine_read_ahead_pages": ahead, "engine_random_page_misses": pages - ahead,
-        "engine_sequential_pct": np.where(pages > 0, 100.0 * ahead / pages.where(pages > 0, 1), np.nan),
-    })
 
 
 def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -> pd.DataFrame:
@@ -286,9 +271,10 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         query_metrics["elapsed_s"] = [elapsed.get((q, t), np.nan)
                                       for q, t in zip(query_metrics["query"], query_metrics["try"], strict=True)]
         query_metrics["io_share_pct"] = 100.0 * query_metrics["io_time_s"] / query_metrics["elapsed_s"]
-        checks = _engine_cross_check(run.counters)
-        if not checks.empty:
-            query_metrics = query_metrics.merge(checks, on=["query", "try"], how="left")
+        view = engine_view(run.study["study"]["engine"], run.counters)
+        if not view.empty:
+            query_metrics = query_metrics.merge(view, on=["query", "try"], how="left")
+        if "engine_sequential_pct" in query_metrics:
             disagreement = query_metrics["sequential_pct"] - query_metrics["engine_sequential_pct"]
             query_metrics["sequential_pct_disagreement"] = disagreement
     else:

@@ -12,8 +12,31 @@ from . import device_profile
 from .errors import DeviceProfileError, StudyInputError
 from .layout import FAST, TABLE_CODES, layout_name, parse_layout
 
-ENGINES = ("mariadb", "mysql")
+ENGINES = ("mariadb", "mysql", "postgresql")
+MYSQL_FAMILY = ("mariadb", "mysql")
 PAGE_SIZES = {"4k": 4096, "8k": 8192, "16k": 16384, "32k": 32768, "64k": 65536}
+# an empty page_size is the engine's own default; PostgreSQL's block size is fixed when it is built
+DEFAULT_PAGE_SIZE = {"mariadb": "16k", "mysql": "16k", "postgresql": "8k"}
+ENGINE_PAGE_SIZES = {"mariadb": tuple(PAGE_SIZES), "mysql": tuple(PAGE_SIZES), "postgresql": ("8k",)}
+# Variables that mean something for some engines only: those engines and the default an empty value
+# stands for. A value given for another engine is refused rather than silently ignored.
+ENGINE_VARIABLES = {
+    "io_threads": (MYSQL_FAMILY, "4"),
+    "flush_method": (MYSQL_FAMILY, "O_DIRECT"),
+    "read_ahead_threshold": (MYSQL_FAMILY, "56"),
+    "random_read_ahead": (MYSQL_FAMILY, "false"),
+    "os_cache": (("postgresql",), "64M"),
+    "effective_io_concurrency": (("postgresql",), "1"),
+    "parallel_workers": (("postgresql",), "2"),
+    "fast_seq_page_cost": (("postgresql",), "1"),
+    "fast_random_page_cost": (("postgresql",), "4"),
+    "capacity_seq_page_cost": (("postgresql",), "1"),
+    "capacity_random_page_cost": (("postgresql",), "4"),
+}
+# The memory bound of a PostgreSQL server's processes counts their own memory besides shared_buffers
+# and the page cache of what they read: this much is allowed for it (postmaster, background workers
+# and one backend with the default work_mem measured at about 40 MiB here).
+POSTGRESQL_PROCESS_BYTES = 64 << 20
 TPCH_QUERIES = 22
 FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 TIERS = (FAST, "capacity")
@@ -80,7 +103,7 @@ def parse_queries(value, count: int = TPCH_QUERIES) -> list[str]:
     return [f"q{n:02d}" for n in numbers]
 
 
-def parse_buffer_pool(value) -> dict:
+def parse_buffer_pool(value, name: str = "buffer_pool") -> dict:
     """{'bytes': N} or {'percent': P} of the data's estimated size."""
     text = str(value).strip()
     if text.endswith("%"):
@@ -89,9 +112,9 @@ def parse_buffer_pool(value) -> dict:
         except ValueError:
             percent = -1.0
         if not 0 < percent <= 100:
-            raise _fail("buffer_pool", value, "a size (e.g. 256M) or a percentage of the data from 0 to 100 (e.g. 5%)")
+            raise _fail(name, value, "a size (e.g. 256M) or a percentage of the data from 0 to 100 (e.g. 5%)")
         return {"percent": percent}
-    return {"bytes": parse_bytes("buffer_pool", value)}
+    return {"bytes": parse_bytes(name, value)}
 
 
 def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
@@ -112,6 +135,41 @@ def _bool(name: str, value) -> bool:
     if text in ("false", "no", "0", "off"):
         return False
     raise _fail(name, value, "true or false")
+
+
+def _cost(name: str, value) -> float:
+    allowed = "a number > 0 (PostgreSQL's planner cost of a page read, e.g. 1.1)"
+    try:
+        cost = float(value)
+    except (TypeError, ValueError):
+        raise _fail(name, value, allowed) from None
+    if not 0 < cost < 1e6:
+        raise _fail(name, value, allowed)
+    return cost
+
+
+def _engine_variables(values: dict, engine: str) -> dict:
+    """The engine-specific variables, typed: given or defaulted where they apply, None elsewhere."""
+    parsers = {
+        "io_threads": lambda n, v: _positive_int(n, v, 1, 64),
+        "flush_method": lambda n, v: _choice(n, v, FLUSH_METHODS),
+        "read_ahead_threshold": lambda n, v: _positive_int(n, v, 0, 64),
+        "random_read_ahead": _bool,
+        "os_cache": lambda n, v: parse_buffer_pool(v, n),
+        "effective_io_concurrency": lambda n, v: _positive_int(n, v, 0, 1000),
+        "parallel_workers": lambda n, v: _positive_int(n, v, 0, 64),
+    }
+    typed = {}
+    for name, (engines, default) in ENGINE_VARIABLES.items():
+        given = str(values.get(name) if values.get(name) is not None else "").strip()
+        if engine not in engines:
+            if given:
+                raise StudyInputError(f"{name}={given!r} means nothing for engine={engine}; it applies to "
+                                      f"engine {' and '.join(engines)} only. Leave it unset for {engine}")
+            typed[name] = None
+            continue
+        typed[name] = parsers.get(name, _cost)(name, given or default)
+    return typed
 
 
 def _choice(name: str, value, allowed: tuple) -> str:
@@ -148,13 +206,18 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     workload = values.get("workload", "tpch")
     if workload not in TABLE_CODES:
         raise _fail("workload", workload, ", ".join(TABLE_CODES))
+    engine = _choice("engine", values["engine"], ENGINES)
     scale_factor = parse_scale_factor(values["scale_factor"])
     placement = parse_layout(values["layout"], workload)
-    page_size = parse_page_size(values["page_size"])
+    page_size = parse_page_size(values.get("page_size") or DEFAULT_PAGE_SIZE[engine])
+    if page_size not in ENGINE_PAGE_SIZES[engine]:
+        raise _fail("page_size", values["page_size"], f"{', '.join(ENGINE_PAGE_SIZES[engine])} for engine={engine}",
+                    "PostgreSQL's block size is fixed when it is built, and Debian's packages have 8 KiB blocks"
+                    if engine == "postgresql" else "")
     if fast_tier_bytes is not None:
         check_fit(placement, scale_factor, int(fast_tier_bytes))
     return {
-        "engine": _choice("engine", values["engine"], ENGINES),
+        "engine": engine,
         "workload": workload,
         "scale_factor": scale_factor,
         "layout": layout_name(placement, workload),
@@ -168,29 +231,36 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         "cold": _bool("cold", values["cold"]),
         "trace": _bool("trace", values["trace"]),
         "trace_backend": _choice("trace_backend", values["trace_backend"], TRACE_BACKENDS),
-        "io_threads": _positive_int("io_threads", values["io_threads"], 1, 64),
-        "flush_method": _choice("flush_method", values["flush_method"], FLUSH_METHODS),
-        "read_ahead_threshold": _positive_int("read_ahead_threshold", values["read_ahead_threshold"], 0, 64),
-        "random_read_ahead": _bool("random_read_ahead", values["random_read_ahead"]),
+        **_engine_variables(values, engine),
         "system_tier": _choice("system_tier", values["system_tier"], TIERS),
         "resume": str(values.get("resume") or ""),
     }
 
 
+def _cache_bytes(cache: dict, scale_factor: float) -> int:
+    """A size given as bytes or as a percentage of the estimated data size, in whole MiB."""
+    if "bytes" in cache:
+        wanted = cache["bytes"]
+    else:
+        data = sum(estimated_table_bytes(scale_factor).values()) / SIZE_MARGIN
+        wanted = int(data * cache["percent"] / 100)
+    return wanted >> 20 << 20
+
+
 def buffer_pool_bytes(buffer_pool: dict, scale_factor: float, page_size_bytes: int) -> int:
-    """Bytes for innodb_buffer_pool_size; a percentage is of the estimated data size.
+    """Bytes of the engine's own cache (innodb_buffer_pool_size, shared_buffers).
 
     MariaDB needs room for a few hundred pages at the least, so small
     percentages are raised to 256 pages (and to 8 MiB).
     """
-    if "bytes" in buffer_pool:
-        wanted = buffer_pool["bytes"]
-    else:
-        data = sum(estimated_table_bytes(scale_factor).values()) / SIZE_MARGIN
-        wanted = int(data * buffer_pool["percent"] / 100)
-    floor = max(256 * page_size_bytes, 8 << 20)
-    chunk = 1 << 20
-    return max(floor, wanted // chunk * chunk)
+    return max(256 * page_size_bytes, 8 << 20, _cache_bytes(buffer_pool, scale_factor))
+
+
+def memory_limit_bytes(study: dict) -> int:
+    """The memory bound of a PostgreSQL server's processes: shared_buffers, the page cache it may
+    keep (os_cache) and its processes' own memory."""
+    return (buffer_pool_bytes(study["buffer_pool"], study["scale_factor"], study["page_size_bytes"])
+            + _cache_bytes(study["os_cache"], study["scale_factor"]) + POSTGRESQL_PROCESS_BYTES)
 
 
 TIER_EMULATIONS = ("model", "throttle", "none")

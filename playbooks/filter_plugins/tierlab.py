@@ -3,7 +3,7 @@
 from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import buffer_pool_bytes, parse_bytes, validate, validate_dilation, validate_tiers
+from tierlab.study_vars import buffer_pool_bytes, memory_limit_bytes, parse_bytes, validate, validate_dilation, validate_tiers
 
 
 def tierlab_study(values, fast_tier_bytes=None):
@@ -38,6 +38,10 @@ def tierlab_buffer_pool_bytes(study):
     return buffer_pool_bytes(study["buffer_pool"], study["scale_factor"], study["page_size_bytes"])
 
 
+def tierlab_memory_limit_bytes(study):
+    return memory_limit_bytes(study)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -46,4 +50,5 @@ class FilterModule:
             "tierlab_dilation": tierlab_dilation,
             "tierlab_bytes": tierlab_bytes,
             "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
+            "tierlab_memory_limit_bytes": tierlab_memory_limit_bytes,
         }

@@ -1,6 +1,6 @@
 -- TPC-H schema for MariaDB/MySQL (InnoDB). A Jinja template: the layout
 -- places each table's file on its tier through DATA DIRECTORY
--- (load_data_dirs: {table: directory}); indexes stay in the table's file.
+-- (load_targets: {table: directory}); indexes stay in the table's file.
 -- Primary keys, and an index on every foreign key the primary key does not lead with.
 
 CREATE TABLE region (
@@ -8,7 +8,7 @@ CREATE TABLE region (
   r_name CHAR(25) NOT NULL,
   r_comment VARCHAR(152) NOT NULL,
   PRIMARY KEY (r_regionkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.region }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.region }}';
 
 CREATE TABLE nation (
   n_nationkey INT NOT NULL,
@@ -17,7 +17,7 @@ CREATE TABLE nation (
   n_comment VARCHAR(152) NOT NULL,
   PRIMARY KEY (n_nationkey),
   KEY nation_regionkey (n_regionkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.nation }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.nation }}';
 
 CREATE TABLE part (
   p_partkey INT NOT NULL,
@@ -30,7 +30,7 @@ CREATE TABLE part (
   p_retailprice DECIMAL(15,2) NOT NULL,
   p_comment VARCHAR(23) NOT NULL,
   PRIMARY KEY (p_partkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.part }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.part }}';
 
 CREATE TABLE supplier (
   s_suppkey INT NOT NULL,
@@ -42,7 +42,7 @@ CREATE TABLE supplier (
   s_comment VARCHAR(101) NOT NULL,
   PRIMARY KEY (s_suppkey),
   KEY supplier_nationkey (s_nationkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.supplier }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.supplier }}';
 
 CREATE TABLE partsupp (
   ps_partkey INT NOT NULL,
@@ -52,7 +52,7 @@ CREATE TABLE partsupp (
   ps_comment VARCHAR(199) NOT NULL,
   PRIMARY KEY (ps_partkey, ps_suppkey),
   KEY partsupp_suppkey (ps_suppkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.partsupp }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.partsupp }}';
 
 CREATE TABLE customer (
   c_custkey INT NOT NULL,
@@ -65,7 +65,7 @@ CREATE TABLE customer (
   c_comment VARCHAR(117) NOT NULL,
   PRIMARY KEY (c_custkey),
   KEY customer_nationkey (c_nationkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.customer }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.customer }}';
 
 CREATE TABLE orders (
   o_orderkey INT NOT NULL,
@@ -79,7 +79,7 @@ CREATE TABLE orders (
   o_comment VARCHAR(79) NOT NULL,
   PRIMARY KEY (o_orderkey),
   KEY orders_custkey (o_custkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.orders }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.orders }}';
 
 CREATE TABLE lineitem (
   l_orderkey INT NOT NULL,
@@ -101,4 +101,4 @@ CREATE TABLE lineitem (
   PRIMARY KEY (l_orderkey, l_linenumber),
   KEY lineitem_partkey_suppkey (l_partkey, l_suppkey),
   KEY lineitem_suppkey (l_suppkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_data_dirs.lineitem }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.lineitem }}';

@@ -28,7 +28,8 @@ class Study:
         self.root = TEST_ROOT
 
     def playbook(self, name: str, *args: str, check: bool = True, **extra) -> subprocess.CompletedProcess:
-        variables = {"tierlab_root": TEST_ROOT, "results_dir": str(self.results_dir), "mysql_port": 3516,
+        variables = {"tierlab_root": TEST_ROOT, "results_dir": str(self.results_dir),
+                     "mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516,
                      "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
         cmd = [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
@@ -67,8 +68,10 @@ def study(tmp_path_factory):
     assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
     assert TEST_ROOT not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert TEST_ROOT not in Path("/proc/mounts").read_text()
-    assert subprocess.run(["pgrep", "-f", f"tierlab-emu.*{TEST_ROOT}/"], capture_output=True).returncode == 1, \
-        "teardown left an emulator running"
+    for program in ("tierlab-emu", "mariadbd", "postgres"):
+        assert subprocess.run(["pgrep", "-f", f"{program} .*{TEST_ROOT}/"], capture_output=True).returncode == 1, \
+            f"teardown left {program} running"
+    assert not list(Path("/sys/fs/cgroup/memory").glob(f"{Path(TEST_ROOT).name}-*")), "teardown left a memory group"
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,9 @@ def test_the_parameters_are_written_to_tables(tmp_path):
 def test_the_report_states_the_parameters_it_was_computed_with(tmp_path):
     run = make_run(tmp_path, BODY)
     tables = analyze(load_run(run), stream_window=3, random_threshold=40.0, repeat_threshold=1.5)
-    write_run_report(tmp_path / "report", {"run": run.name}, tables)
+    write_run_report(tmp_path / "report", {"run": run.name, "engine": {"name": "mariadb"}}, tables)
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert ("Pages of 16 KiB. Sequential: a read that starts where one of the last 3 reads on its device ended, or "
             "spans more than one page") in summary
+    assert "engine_sequential_pct is read-ahead pages / pages read." in summary
     assert "Categories: random when random_pct > 40, repeated when repeat_access_rate > 1.5:" in summary

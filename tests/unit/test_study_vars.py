@@ -2,13 +2,16 @@ import pytest
 
 from tierlab.errors import StudyInputError
 from tierlab.layout import parse_layout
-from tierlab.study_vars import buffer_pool_bytes, check_fit, validate
+from tierlab.study_vars import buffer_pool_bytes, check_fit, memory_limit_bytes, validate
 
+# as group_vars/all.yml has them: an empty value is the engine's default
 DEFAULTS = {
-    "engine": "mariadb", "layout": "C+O", "scale_factor": "0.1", "queries": "all", "page_size": "16k",
+    "engine": "mariadb", "layout": "C+O", "scale_factor": "0.1", "queries": "all", "page_size": "",
     "buffer_pool": "5%", "query_timeout_s": "1800", "tries": "1", "cold": "True", "trace": "True",
-    "trace_backend": "auto", "io_threads": "4", "flush_method": "O_DIRECT", "read_ahead_threshold": "56",
-    "random_read_ahead": "False", "system_tier": "capacity", "resume": "",
+    "trace_backend": "auto", "system_tier": "capacity", "resume": "",
+    "io_threads": "", "flush_method": "", "read_ahead_threshold": "", "random_read_ahead": "",
+    "os_cache": "", "effective_io_concurrency": "", "parallel_workers": "", "fast_seq_page_cost": "",
+    "fast_random_page_cost": "", "capacity_seq_page_cost": "", "capacity_random_page_cost": "",
 }
 
 
@@ -73,8 +76,49 @@ def test_buffer_pool_percentage_has_a_floor_of_256_pages():
 
 
 def test_unknown_engine_is_refused():
-    with pytest.raises(StudyInputError, match="engine='postgres' is not allowed; allowed: mariadb, mysql"):
+    with pytest.raises(StudyInputError) as err:
         study(engine="postgres")
+    assert str(err.value) == "engine='postgres' is not allowed; allowed: mariadb, mysql, postgresql"
+
+
+def test_each_engine_gets_its_own_defaults_and_none_for_the_other_engines_variables():
+    mariadb, postgresql = study(), study(engine="postgresql")
+    assert (mariadb["page_size"], mariadb["io_threads"], mariadb["flush_method"], mariadb["os_cache"]) == (
+        "16k", 4, "O_DIRECT", None)
+    assert (postgresql["page_size"], postgresql["io_threads"], postgresql["os_cache"],
+            postgresql["effective_io_concurrency"], postgresql["parallel_workers"],
+            postgresql["fast_random_page_cost"]) == ("8k", None, {"bytes": 64 << 20}, 1, 2, 4.0)
+
+
+def test_an_innodb_variable_given_for_postgresql_is_refused():
+    with pytest.raises(StudyInputError) as err:
+        study(engine="postgresql", io_threads="8")
+    assert str(err.value) == ("io_threads='8' means nothing for engine=postgresql; it applies to engine mariadb and "
+                              "mysql only. Leave it unset for postgresql")
+
+
+def test_a_postgresql_variable_given_for_mariadb_is_refused():
+    with pytest.raises(StudyInputError, match="^fast_random_page_cost='1.1' means nothing for engine=mariadb; it "
+                                              "applies to engine postgresql only"):
+        study(fast_random_page_cost="1.1")
+
+
+def test_postgresql_refuses_a_block_size_other_than_8k():
+    with pytest.raises(StudyInputError) as err:
+        study(engine="postgresql", page_size="16k")
+    assert str(err.value) == ("page_size='16k' is not allowed; allowed: 8k for engine=postgresql. PostgreSQL's block "
+                              "size is fixed when it is built, and Debian's packages have 8 KiB blocks")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "cheap"])
+def test_a_page_cost_must_be_a_positive_number(value):
+    with pytest.raises(StudyInputError, match=f"capacity_random_page_cost='{value}' is not allowed; allowed: a number > 0"):
+        study(engine="postgresql", capacity_random_page_cost=value)
+
+
+def test_postgresql_s_memory_bound_is_shared_buffers_and_os_cache_and_its_processes_memory():
+    settings = study(engine="postgresql", buffer_pool="256M", os_cache="128M")
+    assert memory_limit_bytes(settings) == (256 << 20) + (128 << 20) + (64 << 20)
 
 
 def test_layout_that_does_not_fit_shows_the_sizes():

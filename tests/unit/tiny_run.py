@@ -19,7 +19,7 @@ def make_run(tmp_path, body: str):
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "run_id": run.name}))
-    (run / "config" / "study.json").write_text(json.dumps({"study": {"page_size_bytes": 16384}}))
+    (run / "config" / "study.json").write_text(json.dumps({"study": {"engine": "mariadb", "page_size_bytes": 16384}}))
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"}]))
     (run / "raw" / "extents.json").write_text(json.dumps({"files": [
         {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]}]}))

@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from . import layout, mysqld, runner, teardown, tiers, tiers_check
+from . import chroot, engine_commands, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -17,15 +17,13 @@ def main() -> None:
     check.add_argument("--runtime-s", type=float, default=2.0)
     check.add_argument("--output", help="also write the result here")
     sub.add_parser("teardown", help="remove everything tierlab recorded on this host")
-    for action in ("start", "stop", "status"):
-        p = sub.add_parser(f"mysqld-{action}")
-        p.add_argument("--instance", required=True)
-        if action == "start":
-            p.add_argument("--server", required=True)
-            p.add_argument("--defaults-file", required=True)
-            p.add_argument("--client-file", required=True)
-            p.add_argument("--log-file", required=True)
-    move = sub.add_parser("layout-apply", help="move tables whose tier changes")
+    for action in ("start", "stop"):
+        p = sub.add_parser(f"engine-{action}", help=f"{action} the database server an engine spec describes")
+        p.add_argument("spec_file")
+    bind = sub.add_parser("chroot-mount", help="mount /proc and bind the given host paths into a chroot")
+    bind.add_argument("root")
+    bind.add_argument("paths", nargs="*")
+    move = sub.add_parser("layout-apply", help="move the objects whose tier the layout changes")
     move.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
@@ -39,10 +37,10 @@ def main() -> None:
             tiers_check.main(args.spec_file, args.runtime_s, args.output)
         elif args.command == "teardown":
             teardown.main()
-        elif args.command.startswith("mysqld-"):
-            mysqld.main(args.command.removeprefix("mysqld-"), args)
-        elif args.command == "layout-apply":
-            layout.main(args.spec_file)
+        elif args.command == "chroot-mount":
+            chroot.main(args.root, args.paths)
+        elif args.command in ("engine-start", "engine-stop", "layout-apply"):
+            engine_commands.main(args.command, args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)
         elif args.command == "run-plan":

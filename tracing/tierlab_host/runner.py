@@ -17,34 +17,17 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import emulator, mysqld, trace
+from . import emulator, trace
+from .engines import engine
 from .extents import map_files
-from .layout import current_file
 from .system import HostError, device_of_path
 
-COUNTERS = [
-    "Innodb_buffer_pool_read_ahead",
-    "Innodb_buffer_pool_reads",
-    "Innodb_buffer_pool_read_requests",
-    "Innodb_data_reads",
-    "Innodb_data_read",
-    "Innodb_data_writes",
-    "Innodb_data_written",
-    "Innodb_pages_read",
-]
 # the client is given this long beyond the server-side limit before it is killed
 CLIENT_GRACE_S = 60
 # how often the emulators are checked while a statement runs
 WATCH_INTERVAL_S = 15
-# how each engine limits a statement's time on the server (MariaDB in seconds, MySQL in ms)
-STATEMENT_LIMIT = {
-    "mariadb": "SET SESSION max_statement_time={s}",
-    "mysql": "SET SESSION max_execution_time={ms}",
-}
 # the progress log the playbook follows
 PROGRESS_LOG = "run.log"
-# what the server's error says when that limit stopped the statement
-LIMIT_ERRORS = ("max_statement_time", "maximum statement execution time exceeded")
 
 
 def _now() -> str:
@@ -105,30 +88,23 @@ def drop_os_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def _start(spec: dict) -> None:
-    mysqld.start(spec["instance"], spec["server"], spec["defaults_file"], spec["client_file"], spec["log_file"])
-
-
-def _cold_restart(spec: dict) -> None:
-    mysqld.stop(spec["instance"])
+def _cold_restart(db) -> None:
+    db.stop()
     drop_os_caches()
-    _start(spec)
+    db.start()
 
 
-def execute(spec: dict, sql: str, output: Path) -> dict:
-    """Run one statement through the client; status ok, error or timeout.
+def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
+    """Run one statement through the engine's client under a server-side time limit; status ok,
+    error or timeout.
 
     While it runs, the tiers' emulators are watched: one that hangs has its
     connection aborted, so the statement fails instead of waiting forever.
     """
-    limit_s = spec["query_timeout_s"]
-    limit = STATEMENT_LIMIT[spec["engine"]].format(s=limit_s, ms=limit_s * 1000)
-    script = f"{limit};\n{sql}\n"
-    cmd = mysqld.client_command(spec["client_file"], "--batch", "--skip-column-names", spec["database"])
     started = time.monotonic()
     with open(output, "wb") as out, tempfile.TemporaryFile() as err:
-        client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err)
-        client.stdin.write(script.encode())
+        client = subprocess.Popen(db.client_command(database), stdin=subprocess.PIPE, stdout=out, stderr=err)
+        client.stdin.write(db.script(sql, limit_s).encode())
         client.stdin.close()
         while True:
             try:
@@ -146,31 +122,23 @@ def execute(spec: dict, sql: str, output: Path) -> dict:
         error = err.read().decode(errors="replace").strip()
     elapsed = time.monotonic() - started
     if client.returncode != 0:
-        status = "timeout" if any(text in error for text in LIMIT_ERRORS) else "error"
+        status = "timeout" if db.is_timeout(error) else "error"
         return {"status": status, "error": error, "elapsed_s": elapsed, "rows": None}
     with open(output, "rb") as f:
         rows = sum(1 for _ in f)
     return {"status": "ok", "error": "", "elapsed_s": elapsed, "rows": rows}
 
 
-def _engine_facts(spec: dict) -> dict:
-    version = mysqld.query_scalar_rows(spec["client_file"], "SELECT VERSION()")[0][0]
-    return {"name": spec["engine"], "version": version, "settings": mysqld.settings(spec["client_file"], spec["settings"])}
-
-
-def table_files(spec: dict) -> list[dict]:
-    """Each table's file (from its .isl) with the tier whose device holds it."""
+def object_files(db, spec: dict) -> list[dict]:
+    """Every file of the workload's objects, with the tier whose device holds it."""
     tier_by_device = {tier["device"]: tier["name"] for tier in spec["tiers"]}
-    files = []
-    for table in spec["tables"]:
-        path = current_file(spec["datadir"], spec["database"], table)
-        files.append({"object": table, "path": str(path), "tier": tier_by_device.get(device_of_path(path), "unknown")})
-    return files
+    return [{**item, "tier": tier_by_device.get(device_of_path(item["path"]), "unknown")}
+            for item in db.object_files(spec["database"], spec["tables"])]
 
 
 def run_queries(spec: dict) -> dict:
     raw = Path(spec["run_dir"]) / "raw"
-    for sub in ("traces", "counters", "output"):
+    for sub in ("traces", "counters", "output", "plans"):
         (raw / sub).mkdir(parents=True, exist_ok=True)
     lock = _lock(raw)
     try:
@@ -188,12 +156,13 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     rows_file = raw / "queries.jsonl"
     done = _done_tries(rows_file)
 
+    db = engine(spec["engine"])
     emulator.require_running()
-    _start(spec)
-    (raw / "engine.json").write_text(json.dumps(_engine_facts(spec), indent=1))
+    db.start()
+    (raw / "engine.json").write_text(json.dumps(db.facts(), indent=1))
     extents_file = raw / "extents.json"
     if not extents_file.exists():
-        extents_file.write_text(json.dumps({"taken_at": _now(), "files": map_files(table_files(spec))}, indent=1))
+        extents_file.write_text(json.dumps({"taken_at": _now(), "files": map_files(object_files(db, spec))}, indent=1))
 
     backend = None
     if spec["trace"]["enabled"]:
@@ -206,15 +175,16 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
             label = f"{query}_try{attempt}"
             if spec["cold"]:
-                _cold_restart(spec)
-            elif not mysqld.ping(spec["client_file"]):
-                _start(spec)
-            before = mysqld.status_counters(spec["client_file"], COUNTERS)
+                _cold_restart(db)
+            elif not db.ping():
+                db.start()
+            before = db.counters(spec["database"])
             emulators_before = emulator.require_running()
+            log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
             if backend:
                 backend.start(label, raw / "traces")
-            result = execute(spec, sql, raw / "output" / f"{label}.tsv")
+            result = execute(db, spec["database"], sql, spec["query_timeout_s"], raw / "output" / f"{label}.tsv")
             trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
             row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
@@ -224,15 +194,18 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                 # the try is kept as an error row, then the run stops: its tier no longer answers
                 _append(rows_file, {**row, "status": "error", "error": str(exc)})
                 raise
-            if mysqld.ping(spec["client_file"]):
-                after = mysqld.status_counters(spec["client_file"], COUNTERS)
-                deltas = {name: after[name] - before[name] for name in COUNTERS}
+            if db.ping():
+                after = db.counters(spec["database"])
+                deltas = {name: after[name] - before[name] for name in after}
+                plan = db.plan(spec["database"], sql, log_from) if result["status"] == "ok" else None
+                if plan:
+                    (raw / "plans" / f"{label}.json").write_text(plan)
             else:
                 # the server died in the query: its counters died with it
                 after = deltas = None
                 crashed = "server was not running after the query"
                 row.update(status="error", error=f"{result['error']}; {crashed}" if result["error"] else crashed)
-                _start(spec)
+                db.start()
             counters = {"before": before, "after": after, "delta": deltas,
                         "device_model": emulator.counter_delta(emulators_before, emulators_after)}
             (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))

@@ -3,7 +3,8 @@
 import json
 from pathlib import Path
 
-from . import emulator, mysqld, record, trace
+from . import emulator, record, trace
+from .engines import stop_recorded
 from .system import mounted, run
 from .tiers import loop_for
 
@@ -16,7 +17,7 @@ def down() -> dict:
     for entry in reversed(record.entries()):
         kind = entry["kind"]
         if kind == "process":
-            mysqld.stop_recorded(entry)
+            stop_recorded(entry)
         elif kind == "tracing_instance":
             trace.remove_instance(entry)
         elif kind == "mount":

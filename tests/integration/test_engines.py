@@ -1,0 +1,185 @@
+"""PostgreSQL and Oracle MySQL beside MariaDB: the same study on each, the same answers, objects placed apart."""
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import tierlab
+from tierlab.study_vars import POSTGRESQL_PROCESS_BYTES
+
+C_O_FAST = {"customer", "customer_pkey", "customer_nationkey", "orders", "orders_pkey", "orders_custkey"}
+
+
+@pytest.fixture(scope="session")
+def postgresql_runs(study, layout_runs):
+    """Every query cold and traced on PostgreSQL under C+O, then Q3 under L (which moves what changes tier)."""
+    return {"C+O": study.run("C+O", engine="postgresql", queries="all"),
+            "L": study.run("L", engine="postgresql", queries="3")}
+
+
+@pytest.fixture(scope="session")
+def mysql_runs(study, layout_runs):
+    """Every query cold and traced on MySQL (Debian sid's, in a chroot) under C+O, then Q3 under L."""
+    return {"C+O": study.run("C+O", engine="mysql", queries="all"),
+            "L": study.run("L", engine="mysql", queries="3")}
+
+
+@pytest.fixture(scope="session")
+def mariadb_answers(study, layout_runs):
+    """Every query on MariaDB, warm and untraced, for its answers."""
+    return study.run("C+O", queries="all", cold=False, trace=False)
+
+
+def _answer(path: Path) -> list[list]:
+    """A query's rows with each engine's spelling taken out: CHAR padding, and numbers as numbers."""
+    rows = []
+    for line in path.read_text().splitlines():
+        fields = []
+        for text in line.split("\t"):
+            try:
+                fields.append(float(text))
+            except ValueError:
+                fields.append(text.rstrip())
+        rows.append(fields)
+    return rows
+
+
+def _same(left: list[list], right: list[list]) -> bool:
+    # averages differ in their last digits: MariaDB keeps 4 more decimals than the operand, PostgreSQL 16 or more
+    return len(left) == len(right) and all(
+        len(a) == len(b) and all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-5) if isinstance(x, float) else x == y
+                                 for x, y in zip(a, b, strict=True))
+        for a, b in zip(left, right, strict=True))
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "mysql"])
+def test_every_tpch_query_returns_the_same_answer_as_on_mariadb(postgresql_runs, mysql_runs, mariadb_answers, engine):
+    run_dir = {"postgresql": postgresql_runs, "mysql": mysql_runs}[engine]["C+O"]
+    different = []
+    for number in range(1, 23):
+        name = f"q{number:02d}_try1.tsv"
+        mariadb = _answer(mariadb_answers / "raw" / "output" / name)
+        assert mariadb, f"q{number:02d} returned no rows on MariaDB"
+        if not _same(_answer(run_dir / "raw" / "output" / name), mariadb):
+            different.append(number)
+    assert different == []
+
+
+def test_each_table_index_and_fork_file_is_in_the_tablespace_of_its_tier(postgresql_runs):
+    manifest = json.loads((postgresql_runs["C+O"] / "manifest.json").read_text())
+    tables = manifest["layout"]["tables"]
+    for table, where in tables.items():
+        expected = "optane" if table in ("customer", "orders") else "nand"
+        assert {f["tier"] for f in where["files"]} == {expected}, table
+        assert f"/tiers/{expected}/postgresql-8k/tablespace/" in where["path"]
+    lineitem = {(f["object"], f["kind"]) for f in tables["lineitem"]["files"]}
+    assert {("lineitem", "table"), ("lineitem_pkey", "index"), ("lineitem_partkey_suppkey", "index"),
+            ("lineitem_suppkey", "index"), ("lineitem.fsm", "table"), ("lineitem.vm", "table")} <= lineitem
+
+
+def test_q3_under_c_o_reads_customer_orders_and_their_indexes_on_the_fast_device_only(postgresql_runs):
+    requests = tierlab.load_run(postgresql_runs["C+O"]).requests()
+    reads = requests[(requests["query"] == "q03") & (requests["op"] == "R")]
+    fast_objects = set(reads.loc[reads["tier"] == "optane", "object"]) - {"other"}
+    capacity_objects = set(reads.loc[reads["tier"] == "nand", "object"])
+    assert {"customer", "orders"} <= fast_objects
+    assert {name.split(".")[0] for name in fast_objects} <= C_O_FAST
+    assert "lineitem" in capacity_objects
+    assert not {name.split(".")[0] for name in capacity_objects} & C_O_FAST
+
+
+def test_each_query_s_plan_and_counters_are_kept(postgresql_runs):
+    raw = postgresql_runs["C+O"] / "raw"
+    for number in range(1, 23):
+        plan = json.loads((raw / "plans" / f"q{number:02d}_try1.json").read_text())
+        assert "Plan" in plan and "Shared Read Blocks" in plan["Plan"], number
+    q01 = json.loads((raw / "counters" / "q01_try1.json").read_text())["delta"]
+    assert q01["lineitem.heap_blks_read"] > 0
+    assert q01["blks_read"] >= q01["lineitem.heap_blks_read"]
+    assert q01["customer.heap_blks_read"] == 0
+
+
+def test_a_layout_change_moves_each_table_and_index_with_its_time(postgresql_runs):
+    manifest = json.loads((postgresql_runs["L"] / "manifest.json").read_text())
+    moves = {m["object"]: (m["from"], m["to"]) for m in manifest["load"]["moves"]}
+    assert moves == {
+        **{name: ("tierlab_fast", "tierlab_capacity") for name in C_O_FAST},
+        **{name: ("tierlab_capacity", "tierlab_fast")
+           for name in ("lineitem", "lineitem_pkey", "lineitem_partkey_suppkey", "lineitem_suppkey")},
+    }
+    assert all(m["move_s"] > 0 and m["size_bytes"] > 0 for m in manifest["load"]["moves"])
+    tier_devices = {t["name"]: os.stat(t["path"]).st_dev for t in manifest["tiers"]}
+    for table, where in manifest["layout"]["tables"].items():
+        expected = "optane" if table == "lineitem" else "nand"
+        for item in where["files"]:
+            assert (item["tier"], os.stat(item["path"]).st_dev) == (expected, tier_devices[expected]), item["object"]
+
+
+def test_the_server_runs_inside_its_memory_bound(study, postgresql_runs):
+    manifest = json.loads((postgresql_runs["L"] / "manifest.json").read_text())
+    shared_buffers = manifest["engine"]["settings"]["shared_buffers"]
+    assert shared_buffers.endswith("MB")
+    assert manifest["engine"]["memory_limit_bytes"] == (int(shared_buffers[:-2]) << 20) + (64 << 20) + \
+        POSTGRESQL_PROCESS_BYTES
+    group = Path("/sys/fs/cgroup/memory", f"{Path(study.root).name}-postgresql-8k")
+    assert int((group / "memory.limit_in_bytes").read_text()) == manifest["engine"]["memory_limit_bytes"]
+    (server,) = [e for e in json.loads(Path(study.root, "state", "created.json").read_text())
+                 if e["kind"] == "process" and e["engine"] == "postgresql"]
+    assert str(server["pid"]) in (group / "cgroup.procs").read_text().split()
+
+
+def test_a_statement_over_its_limit_on_postgresql_is_a_timeout(study, postgresql_runs, tmp_path):
+    sys.path.insert(0, str(Path(study.root, "agent")))
+    from tierlab_host.engines import engine
+    from tierlab_host.runner import execute
+
+    db = engine(json.loads(Path(study.root, "instances", "postgresql-8k", "engine.json").read_text()))
+    timed_out = execute(db, "tpch_sf0_01", "SELECT pg_sleep(5);", 1, tmp_path / "sleep.tsv")
+    assert (timed_out["status"], timed_out["error"]) == (
+        "timeout", "ERROR:  canceling statement due to statement timeout")
+    failed = execute(db, "tpch_sf0_01", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
+    assert failed["status"] == "error"
+    assert 'column "no_such_column" does not exist' in failed["error"]
+
+
+def test_an_innodb_variable_for_postgresql_fails_before_anything_is_touched(study, layout_runs):
+    before = study.run_ids()
+    done = study.playbook("tpch.yml", check=False, engine="postgresql", io_threads=8)
+    assert done.returncode != 0
+    assert "io_threads='8' means nothing for engine=postgresql" in done.stdout
+    assert study.run_ids() == before
+
+
+def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(mysql_runs):
+    manifest = json.loads((mysql_runs["C+O"] / "manifest.json").read_text())
+    assert manifest["engine"]["version"].startswith("9.")
+    assert manifest["engine"]["source"].startswith("Debian sid (http://deb.debian.org/debian) in the chroot ")
+    assert manifest["engine"]["settings"]["innodb_page_size"] == "16384"
+    for table, where in manifest["layout"]["tables"].items():
+        expected = "optane" if table in ("customer", "orders") else "nand"
+        assert (where["tier_name"], Path(where["path"]).name) == (expected, f"{table}.ibd"), table
+
+
+def test_a_layout_change_on_mysql_moves_the_files_it_finds_again_when_it_starts(mysql_runs):
+    manifest = json.loads((mysql_runs["L"] / "manifest.json").read_text())
+    assert {m["object"] for m in manifest["load"]["moves"]} == {"customer", "orders", "lineitem"}
+    assert {t: where["tier_name"] for t, where in manifest["layout"]["tables"].items()} == {
+        t: "optane" if t == "lineitem" else "nand" for t in manifest["layout"]["tables"]}
+    rows = [json.loads(line) for line in (mysql_runs["L"] / "raw" / "queries.jsonl").read_text().splitlines()]
+    assert [(r["query"], r["status"], r["rows"]) for r in rows] == [("q03", "ok", 10)]
+
+
+def test_a_statement_over_its_limit_on_mysql_is_a_timeout(study, mysql_runs, tmp_path):
+    sys.path.insert(0, str(Path(study.root, "agent")))
+    from tierlab_host.engines import engine
+    from tierlab_host.runner import execute
+
+    db = engine(json.loads(Path(study.root, "instances", "mysql-16k", "engine.json").read_text()))
+    # max_execution_time stops a SELECT that reads rows (SLEEP() alone only returns early)
+    timed_out = execute(db, "tpch_sf0_01", "SELECT COUNT(*) FROM lineitem a, lineitem b;", 1, tmp_path / "join.tsv")
+    assert timed_out["status"] == "timeout"
+    assert "maximum statement execution time exceeded" in timed_out["error"]

@@ -1,0 +1,26 @@
+"""The engine commands the roles run: start or stop a server, and move objects between tiers.
+
+engine-start and engine-stop take the engine's spec; layout-apply takes
+{engine: spec, database, placement: {table: tier role}} and moves what the
+placement changes (the engine decides how: offline for InnoDB files, ALTER ...
+SET TABLESPACE for PostgreSQL), with each move's time.
+"""
+
+import json
+from pathlib import Path
+
+from .engines import engine
+
+
+def main(command: str, spec_file: str) -> None:
+    spec = json.loads(Path(spec_file).read_text())
+    if command == "engine-start":
+        result = engine(spec).start()
+    elif command == "engine-stop":
+        result = engine(spec).stop()
+    else:
+        db = engine(spec["engine"])
+        db.start()
+        moves = db.move(spec["database"], spec["placement"])
+        result = {"changed": bool(moves), "moves": moves}
+    print(json.dumps(result))

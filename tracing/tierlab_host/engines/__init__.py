@@ -1,0 +1,23 @@
+"""The database engines behind one interface, one module per engine family.
+
+An engine is built from its spec (what the engine's role wrote) and offers:
+start, stop, ping; client_command, script (a statement under a time limit)
+and is_timeout, which the query loop runs through; rows (a query's rows);
+facts (version, settings read back); counters (the engine's I/O counters, as
+integers, for per-query deltas); plan (the plan of a statement just run);
+object_files (every file of every object of the workload's tables, with its
+offset in the object); move (objects to the tier a placement gives them).
+"""
+
+from .mysql_family import MysqlFamily
+from .postgresql import Postgresql
+from .server import stop_recorded
+
+ENGINES = {"mariadb": MysqlFamily, "mysql": MysqlFamily, "postgresql": Postgresql}
+
+
+def engine(spec: dict):
+    return ENGINES[spec["name"]](spec)
+
+
+__all__ = ["engine", "stop_recorded"]

@@ -1,0 +1,156 @@
+"""MariaDB and Oracle MySQL: InnoDB, one .ibd per table placed with DATA DIRECTORY.
+
+The engine's spec (from the mysql role): name, instance, server, defaults_file,
+client_file, log_file, datadir, tier_dirs {tier role: DATA DIRECTORY}, settings
+(variables read back into the manifest), source (where the engine came from),
+and chroot: the root of the system the server and its clients run in when the
+host's distribution does not package the engine ("" otherwise; the paths
+tierlab uses are bind-mounted there at the same place).
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from ..system import HostError, run
+from . import server
+
+COUNTERS = [
+    "Innodb_buffer_pool_read_ahead",
+    "Innodb_buffer_pool_reads",
+    "Innodb_buffer_pool_read_requests",
+    "Innodb_data_reads",
+    "Innodb_data_read",
+    "Innodb_data_writes",
+    "Innodb_data_written",
+    "Innodb_pages_read",
+]
+# how each engine limits a statement's time on the server (MariaDB in seconds, MySQL in ms)
+STATEMENT_LIMIT = {
+    "mariadb": "SET SESSION max_statement_time={s}",
+    "mysql": "SET SESSION max_execution_time={ms}",
+}
+# what the server's error says when that limit stopped the statement
+LIMIT_ERRORS = ("max_statement_time", "maximum statement execution time exceeded")
+
+
+class MysqlFamily:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.name = spec["name"]
+        self.prefix = ["chroot", spec["chroot"]] if spec.get("chroot") else []
+
+    # `mysql` and `mysqladmin` are MySQL's clients and MariaDB's compatibility names for its own
+    def client_command(self, database: str | None = None) -> list[str]:
+        return [*self.prefix, "mysql", f"--defaults-file={self.spec['client_file']}", "--batch", "--skip-column-names",
+                *([database] if database else [])]
+
+    def ping(self) -> bool:
+        done = subprocess.run([*self.prefix, "mysqladmin", f"--defaults-file={self.spec['client_file']}",
+                               "--connect-timeout=2", "ping"], capture_output=True, text=True)
+        return done.returncode == 0
+
+    def start(self) -> dict:
+        marker = f"--defaults-file={self.spec['defaults_file']}"
+        # the server drops to its `user` setting itself; --defaults-file must come first (chroot execs the
+        # server in its own process, so the recorded pid is the server's)
+        return server.start(self.spec["instance"], self.name, [*self.prefix, self.spec["server"], marker], marker,
+                            self.spec["log_file"], self.ping)
+
+    def stop(self) -> dict:
+        return server.stop(self.spec["instance"])
+
+    def script(self, sql: str, limit_s: int) -> str:
+        """What the client is given for one statement under a server-side time limit."""
+        return f"{STATEMENT_LIMIT[self.name].format(s=limit_s, ms=limit_s * 1000)};\n{sql}\n"
+
+    def is_timeout(self, error: str) -> bool:
+        return any(text in error for text in LIMIT_ERRORS)
+
+    def rows(self, sql: str, database: str | None = None, timeout_s: float = 60) -> list[list[str]]:
+        done = run([*self.client_command(database), "-e", sql], timeout_s=timeout_s)
+        return [line.split("\t") for line in done.stdout.splitlines()]
+
+    def _variables(self, kind: str, names: list[str]) -> dict[str, str]:
+        """SHOW GLOBAL VARIABLES or STATUS (MySQL has no information_schema tables of them any more)."""
+        quoted = ",".join(f"'{n}'" for n in names)
+        rows = self.rows(f"SHOW GLOBAL {kind} WHERE variable_name IN ({quoted})")
+        values = {name.lower(): value for name, value in rows}
+        return {n: values.get(n.lower()) for n in names}
+
+    def facts(self) -> dict:
+        return {"name": self.name, "version": self.rows("SELECT VERSION()")[0][0], "source": self.spec["source"],
+                "settings": self._variables("VARIABLES", self.spec["settings"])}
+
+    def counters(self, database: str) -> dict:
+        return {name: int(value) for name, value in self._variables("STATUS", COUNTERS).items()}
+
+    def plan(self, database: str, sql: str, log_from: int) -> str:
+        """The optimizer's plan of the statement, as JSON text (EXPLAIN FORMAT=JSON: the plan the
+        optimizer chooses now, with the statistics the run used; the log is not read)."""
+        done = run([*self.client_command(database), "--raw", "-e", f"EXPLAIN FORMAT=JSON {sql.strip().rstrip(';')}"])
+        return done.stdout
+
+    def _isl(self, database: str, table: str) -> Path:
+        return Path(self.spec["datadir"]) / database / f"{table}.isl"
+
+    def _table_file(self, database: str, table: str) -> Path:
+        """Where a table's .ibd is: MariaDB keeps the path in an .isl file beside the datadir's own
+        files, MySQL in its data dictionary (the server must be running)."""
+        if self.name == "mysql":
+            rows = self.rows(f"SELECT file_name FROM information_schema.files WHERE tablespace_name = '{database}/{table}'")
+            if not rows:
+                raise HostError(f"MySQL has no tablespace {database}/{table}: the table does not exist")
+            return Path(rows[0][0])
+        isl = self._isl(database, table)
+        if not isl.exists():
+            raise HostError(f"{isl} does not exist: table {database}.{table} was not created with DATA DIRECTORY")
+        return Path(isl.read_text().strip())
+
+    def object_files(self, database: str, tables: list[str]) -> list[dict]:
+        """Each table's .ibd (its indexes live in it), found through its .isl."""
+        return [{"object": table, "kind": "table", "table": table, "path": str(self._table_file(database, table)),
+                 "offset_bytes": 0} for table in tables]
+
+    def move(self, database: str, placement: dict[str, str]) -> list[dict]:
+        """Move tables whose tier changes, offline: MariaDB ignores ALTER TABLE ... DATA DIRECTORY, so
+        with the server stopped the .ibd is copied to the other tier and its .isl rewritten; MySQL finds
+        the moved file itself when it starts, in its innodb_directories."""
+        pending = []
+        for table, tier in placement.items():
+            src = self._table_file(database, table)
+            dst = Path(self.spec["tier_dirs"][tier]) / database / f"{table}.ibd"
+            if src != dst:
+                pending.append((table, src, dst))
+        if not pending:
+            return []
+        moves = []
+        self.stop()
+        try:
+            for table, src, dst in pending:
+                started = time.monotonic()
+                _move_file(src, dst)
+                if self.name == "mariadb":
+                    isl = self._isl(database, table)
+                    isl.write_text(str(dst))
+                    shutil.chown(isl, "mysql", "mysql")
+                moves.append({"object": table, "from": str(src), "to": str(dst),
+                              "size_bytes": dst.stat().st_size, "move_s": round(time.monotonic() - started, 3)})
+        finally:
+            self.start()
+        return moves
+
+
+def _move_file(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.chown(dst.parent, "mysql", "mysql")
+    tmp = dst.with_suffix(".ibd.moving")
+    shutil.copyfile(src, tmp)
+    shutil.copystat(src, tmp)
+    shutil.chown(tmp, "mysql", "mysql")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, dst)
+    src.unlink()

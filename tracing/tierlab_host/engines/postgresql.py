@@ -1,0 +1,198 @@
+"""PostgreSQL: a private cluster, a tablespace per tier, a file (and segments) per relation.
+
+The engine's spec (from the postgresql role): name, instance, bindir,
+config_file, datadir, socket_dir, port, password_file (a libpq passfile),
+log_file, tablespaces {tier role: tablespace}, memory_cgroup (the memory
+group whose limit bounds the server's private memory and the page cache of
+what it reads, or null) and memory_limit_bytes, settings (read back into the
+manifest), source (where the engine came from).
+"""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from .. import record
+from ..system import run
+from . import server
+
+# per database, from pg_stat_database (block read/write times in milliseconds, kept in microseconds)
+DATABASE_COUNTERS = ["blks_read", "blks_hit", "tup_returned", "tup_fetched", "temp_files", "temp_bytes"]
+DATABASE_TIMES = ["blk_read_time", "blk_write_time"]
+# per table (heap, all its indexes, TOAST) and per index, from pg_statio_user_tables/indexes
+TABLE_COUNTERS = ["heap_blks_read", "heap_blks_hit", "idx_blks_read", "idx_blks_hit",
+                  "toast_blks_read", "toast_blks_hit", "tidx_blks_read", "tidx_blks_hit"]
+INDEX_COUNTERS = ["idx_blks_read", "idx_blks_hit"]
+# what the server's error says when statement_timeout stopped the statement
+LIMIT_ERROR = "canceling statement due to statement timeout"
+# auto_explain writes the plan of the query it ran to the server's log, after this
+PLAN_MARK = "plan:\n"
+# the fork files of a relation beside its main one: free space map and visibility map
+FORKS = {"": "", "_fsm": ".fsm", "_vm": ".vm"}
+
+
+class Postgresql:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.name = spec["name"]
+
+    def _conninfo(self, database: str) -> str:
+        return (f"host={self.spec['socket_dir']} port={self.spec['port']} user=postgres dbname={database} "
+                f"passfile={self.spec['password_file']}")
+
+    def client_command(self, database: str | None = None) -> list[str]:
+        # -X: no ~/.psqlrc; unaligned, tuples only, tab-separated, quiet (no command tags)
+        return [f"{self.spec['bindir']}/psql", "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1",
+                "-d", self._conninfo(database or "postgres")]
+
+    def ping(self) -> bool:
+        done = subprocess.run([f"{self.spec['bindir']}/pg_isready", "-q", "-h", self.spec["socket_dir"],
+                               "-p", str(self.spec["port"]), "-t", "2"], capture_output=True)
+        return done.returncode == 0
+
+    def _bound_memory(self) -> tuple[str, ...]:
+        """The memory group's procs file, with the group made (and recorded) if need be and its limit set."""
+        group = Path(self.spec["memory_cgroup"]) if self.spec.get("memory_cgroup") else None
+        if group is None:
+            return ()
+        if not group.is_dir():
+            record.add("cgroup", path=str(group))
+            group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(f"{self.spec['memory_limit_bytes']}\n")
+        return (str(group / "cgroup.procs"),)
+
+    def start(self) -> dict:
+        marker = f"--config-file={self.spec['config_file']}"
+        return server.start(self.spec["instance"], self.name, [f"{self.spec['bindir']}/postgres", marker], marker,
+                            self.spec["log_file"], self.ping, user="postgres", cgroups=self._bound_memory())
+
+    def stop(self) -> dict:
+        return server.stop(self.spec["instance"])
+
+    def script(self, sql: str, limit_s: int) -> str:
+        """The statement under a server-side limit, its executed plan logged by auto_explain (with
+        buffers, without per-node timing), and the session's statistics flushed before it ends so
+        that the counters read next include it."""
+        return (f"SET statement_timeout = '{limit_s}s';\n"
+                "LOAD 'auto_explain';\n"
+                "SET auto_explain.log_format = json;\nSET auto_explain.log_analyze = on;\n"
+                "SET auto_explain.log_buffers = on;\nSET auto_explain.log_timing = off;\n"
+                "SET auto_explain.log_min_duration = 0;\n"
+                f"{sql}\n"
+                "SET auto_explain.log_min_duration = -1;\n"
+                "\\o /dev/null\n"
+                "SELECT pg_stat_force_next_flush();\n")
+
+    def is_timeout(self, error: str) -> bool:
+        return LIMIT_ERROR in error
+
+    def rows(self, sql: str, database: str | None = None, timeout_s: float = 60) -> list[list[str]]:
+        done = run([*self.client_command(database), "-c", sql], timeout_s=timeout_s)
+        return [line.split("\t") for line in done.stdout.splitlines()]
+
+    def facts(self) -> dict:
+        names = ",".join(f"'{n}'" for n in self.spec["settings"])
+        settings = dict(self.rows(f"SELECT name, current_setting(name) FROM pg_settings WHERE name IN ({names})"))
+        tablespaces = dict(self.rows("SELECT spcname, pg_tablespace_location(oid) FROM pg_tablespace "
+                                     "WHERE spcname NOT LIKE 'pg\\_%'"))
+        tablespace_options = dict(self.rows("SELECT spcname, coalesce(array_to_string(spcoptions, ','), '') "
+                                            "FROM pg_tablespace WHERE spcname NOT LIKE 'pg\\_%'"))
+        return {"name": self.name, "version": self.rows("SHOW server_version")[0][0], "source": self.spec["source"],
+                "settings": {n: settings.get(n) for n in self.spec["settings"]},
+                "tablespaces": {name: {"location": location, "options": tablespace_options[name]}
+                                for name, location in tablespaces.items()},
+                "memory_limit_bytes": self.spec["memory_limit_bytes"] if self.spec.get("memory_cgroup") else None}
+
+    def counters(self, database: str) -> dict:
+        columns = ", ".join(DATABASE_COUNTERS + [f"round({t} * 1000)::bigint" for t in DATABASE_TIMES])
+        (values,) = self.rows(f"SELECT {columns} FROM pg_stat_database WHERE datname = current_database()", database)
+        counters = dict(zip(DATABASE_COUNTERS + [f"{t}_us" for t in DATABASE_TIMES], map(int, values), strict=True))
+        for row in self.rows(f"SELECT relname, {', '.join(f'coalesce({c}, 0)' for c in TABLE_COUNTERS)} "
+                             "FROM pg_statio_user_tables", database):
+            counters.update({f"{row[0]}.{c}": int(v) for c, v in zip(TABLE_COUNTERS, row[1:], strict=True)})
+        for row in self.rows(f"SELECT indexrelname, {', '.join(INDEX_COUNTERS)} FROM pg_statio_user_indexes", database):
+            counters.update({f"{row[0]}.{c}": int(v) for c, v in zip(INDEX_COUNTERS, row[1:], strict=True)})
+        return counters
+
+    def plan(self, database: str, sql: str, log_from: int) -> str | None:
+        """The plan auto_explain logged for the statement run since the log had `log_from` bytes (JSON text)."""
+        with open(self.spec["log_file"], "rb") as log:
+            log.seek(log_from)
+            text = log.read().decode(errors="replace")
+        start = text.find(PLAN_MARK)
+        if start < 0:
+            return None
+        # the log indents the plan's lines with a tab, which the decoder does not skip before the value
+        plan, _ = json.JSONDecoder().raw_decode(text, text.index("{", start))
+        return json.dumps(plan, indent=1)
+
+    def object_files(self, database: str, tables: list[str]) -> list[dict]:
+        """The files of each table, its indexes and its TOAST table and index: every segment of every
+        fork, with the segment's offset in its relation. The main fork's object is the relation's name
+        (a table or an index), TOAST's `<table>.toast` and `<table>.toast_index`, other forks' the
+        same with `.fsm` or `.vm`."""
+        names = ",".join(f"'{t}'" for t in tables)
+        relations = self.rows(f"""
+            SELECT t.relname, t.relname, 'table', pg_relation_filepath(t.oid) FROM pg_class t
+             WHERE t.relname IN ({names}) AND t.relkind = 'r' AND t.relnamespace = 'public'::regnamespace
+            UNION ALL
+            SELECT t.relname, i.relname, 'index', pg_relation_filepath(i.oid) FROM pg_class t
+              JOIN pg_index x ON x.indrelid = t.oid JOIN pg_class i ON i.oid = x.indexrelid
+             WHERE t.relname IN ({names}) AND t.relkind = 'r' AND t.relnamespace = 'public'::regnamespace
+            UNION ALL
+            SELECT t.relname, t.relname || '.toast', 'toast', pg_relation_filepath(t.reltoastrelid) FROM pg_class t
+             WHERE t.relname IN ({names}) AND t.relkind = 'r' AND t.reltoastrelid <> 0
+               AND t.relnamespace = 'public'::regnamespace
+            UNION ALL
+            SELECT t.relname, t.relname || '.toast_index', 'toast_index', pg_relation_filepath(x.indexrelid)
+              FROM pg_class t JOIN pg_index x ON x.indrelid = t.reltoastrelid
+             WHERE t.relname IN ({names}) AND t.relkind = 'r' AND t.relnamespace = 'public'::regnamespace
+             ORDER BY 1, 3, 2""", database)
+        (segment_bytes,) = self.rows("SELECT setting::bigint * current_setting('block_size')::bigint "
+                                     "FROM pg_settings WHERE name = 'segment_size'")[0]
+        files = []
+        for table, relation, kind, relative in relations:
+            main = (Path(self.spec["datadir"]) / relative).resolve()
+            for fork, suffix in FORKS.items():
+                for number, path in _segments(main.with_name(main.name + fork)):
+                    files.append({"object": relation + suffix, "kind": kind, "table": table, "path": str(path),
+                                  "offset_bytes": number * int(segment_bytes)})
+        return files
+
+    def _tablespace_of(self, database: str) -> dict[str, str]:
+        rows = self.rows("SELECT c.relname, coalesce(s.spcname, 'pg_default') FROM pg_class c "
+                         "LEFT JOIN pg_tablespace s ON s.oid = c.reltablespace "
+                         "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i')", database)
+        return dict(rows)
+
+    def indexes(self, database: str, table: str) -> list[str]:
+        return [row[0] for row in self.rows(
+            f"SELECT indexrelname FROM pg_stat_user_indexes WHERE relname = '{table}' ORDER BY 1", database)]
+
+    def move(self, database: str, placement: dict[str, str]) -> list[dict]:
+        """Move each table (with its TOAST) and each of its indexes whose tier changes, online:
+        ALTER TABLE/INDEX ... SET TABLESPACE copies the relation to new files on the other tier."""
+        where = self._tablespace_of(database)
+        moves = []
+        for table, tier in placement.items():
+            target = self.spec["tablespaces"][tier]
+            for kind, relation in [("TABLE", table)] + [("INDEX", index) for index in self.indexes(database, table)]:
+                if where[relation] == target:
+                    continue
+                (size,) = self.rows(f"SELECT pg_table_size('{relation}')", database)[0]
+                started = time.monotonic()
+                run([*self.client_command(database), "-c", f"ALTER {kind} {relation} SET TABLESPACE {target}"],
+                    timeout_s=24 * 3600)
+                moves.append({"object": relation, "from": where[relation], "to": target, "size_bytes": int(size),
+                              "move_s": round(time.monotonic() - started, 3)})
+        return moves
+
+
+def _segments(first: Path):
+    """(number, path) of a relation fork's segment files: `F`, `F.1`, `F.2`, ... while they exist."""
+    number, path = 0, first
+    while path.exists():
+        yield number, path
+        number += 1
+        path = first.with_name(f"{first.name}.{number}")

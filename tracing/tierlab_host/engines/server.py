@@ -1,0 +1,93 @@
+"""Start and stop tierlab's private database servers, by their own record.
+
+A server is started in its own session, as the engine's user, inside the
+tiers' throttle group (and any group of its own, such as a memory bound), and
+its pid is recorded with the argument that names its instance (its
+configuration file). Stop only ever acts on a recorded pid whose command line
+still carries that argument, so a process tierlab did not start is never
+touched.
+"""
+
+import os
+import pwd
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+from .. import record
+from ..system import HostError, cmdline, wait_gone
+from ..tiers import join_cgroup
+
+START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 300
+
+
+def _is_ours(entry: dict) -> bool:
+    return entry["marker"] in cmdline(entry["pid"])
+
+
+def recorded(instance: str) -> dict | None:
+    for entry in record.entries("process"):
+        if entry["instance"] == instance:
+            return entry
+    return None
+
+
+def running(instance: str) -> bool:
+    entry = recorded(instance)
+    return bool(entry and _is_ours(entry))
+
+
+def start(instance: str, engine: str, argv: list[str], marker: str, log_file: str, ready: Callable[[], bool],
+          user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
+    """Start argv (which holds `marker`), as `user` if given, unless the recorded instance runs; wait until `ready()`."""
+    entry = recorded(instance)
+    if entry and _is_ours(entry):
+        return {"changed": False, "pid": entry["pid"]}
+    if entry:
+        record.remove(entry)
+    # as the user with its own group and no other (not root's)
+    identity = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []} if user else {}
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                close_fds=True, **identity)
+    join_cgroup(proc.pid)
+    for procs in cgroups:
+        with open(procs, "w") as f:
+            f.write(f"{proc.pid}\n")
+    entry = {"kind": "process", "instance": instance, "engine": engine, "pid": proc.pid, "marker": marker}
+    record.add(**entry)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready():
+        if proc.poll() is not None:
+            record.remove(entry)
+            raise HostError(f"{instance}: {argv[0]} exited with {proc.returncode} during start-up; see {log_file}")
+        if time.monotonic() > deadline:
+            raise HostError(f"{instance}: not ready after {START_TIMEOUT_S} s; see {log_file}")
+        time.sleep(0.1)
+    return {"changed": True, "pid": proc.pid}
+
+
+# the signal each engine's server takes as "shut down cleanly now" (PostgreSQL: fast shutdown)
+STOP_SIGNALS = {"mariadb": signal.SIGTERM, "mysql": signal.SIGTERM, "postgresql": signal.SIGINT}
+
+
+def stop_recorded(entry: dict) -> bool:
+    """Stop one recorded server; True if it was running."""
+    pid = entry["pid"]
+    was_running = _is_ours(entry)
+    if was_running:
+        os.kill(pid, STOP_SIGNALS[entry["engine"]])
+        if not wait_gone(pid, STOP_TIMEOUT_S) and _is_ours(entry):
+            os.kill(pid, signal.SIGKILL)
+            wait_gone(pid, 10)
+    record.remove(entry)
+    return was_running
+
+
+def stop(instance: str) -> dict:
+    entry = recorded(instance)
+    if entry is None:
+        return {"changed": False}
+    return {"changed": stop_recorded(entry)}
