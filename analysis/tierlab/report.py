@@ -229,9 +229,16 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
                      "<h2>Per-table breakdown of each query</h2>"]
         md += ["", "## Per-query access patterns", "", definitions, "", _md_table(shown_metrics), "",
                "## Per-table breakdown", ""]
+        plans = tables.get("plan_accesses", pd.DataFrame(columns=["query", "try"]))
         for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
-            sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>", _html_table(_present(part, TABLE_COLUMNS))]
-            md += [f"### {query} (try {attempt})", "", _md_table(_present(part, TABLE_COLUMNS)), ""]
+            plan = plans[(plans["query"] == query) & (plans["try"] == attempt)][["table", "index", "access"]]
+            sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>"]
+            md += [f"### {query} (try {attempt})", ""]
+            if not plan.empty:
+                sections += ["<p class='note'>How the plan reads each table:</p>", _html_table(plan)]
+                md += ["How the plan reads each table:", "", _md_table(plan), ""]
+            sections.append(_html_table(_present(part, TABLE_COLUMNS)))
+            md += [_md_table(_present(part, TABLE_COLUMNS)), ""]
     report, summary = out_dir / "report.html", out_dir / "summary.md"
     report.write_text(_page(title, sections))
     summary.write_text("\n".join(md) + "\n")

@@ -30,6 +30,7 @@ from .metrics import (
 )
 from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
+from .plans import plan_accesses
 from .prefetch import prefetched
 
 # the results format this tierlab writes and reads (results/README.md)
@@ -165,6 +166,17 @@ def _counter_files(run_dir: Path):
         yield query, int(attempt), json.loads(path.read_text())
 
 
+def read_plan_accesses(run_dir: Path, engine: str) -> pd.DataFrame:
+    """Per query try, how its plan (raw/plans/) reads each table: table scan, index scan, bitmap scan or
+    index lookup, and through which index."""
+    rows = []
+    for path in sorted((run_dir / "raw" / "plans").glob("*.json")):
+        query, attempt = path.stem.rsplit("_try", 1)
+        rows += [{"query": query, "try": int(attempt), **access}
+                 for access in plan_accesses(engine, _read_json(path))]
+    return pd.DataFrame(rows, columns=["query", "try", "table", "index", "access"])
+
+
 def read_counters(run_dir: Path) -> pd.DataFrame:
     """The engine's counter deltas per query try."""
     return pd.DataFrame([{"query": query, "try": attempt, **counters["delta"]}
@@ -284,6 +296,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "query_metrics": query_metrics,
         "tier_metrics": _with_device_model(pd.DataFrame(rows["tier"]), run.device_model),
         "table_metrics": pd.DataFrame(rows["table"]),
+        "plan_accesses": read_plan_accesses(run.path, run.study["study"]["engine"]),
         "size_histogram": pd.DataFrame(rows["size"]),
         "read_latency": pd.DataFrame([{"tier": tier, "latency_le_us": edge, "reads": int(count)}
                                       for tier, counts in sorted(latency.items())

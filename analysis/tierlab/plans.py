@@ -1,0 +1,71 @@
+"""How a query's plan reads each table: a full scan, a scan of an index, or lookups through an index.
+
+Each engine writes plans its own way: PostgreSQL's EXPLAIN JSON has nodes with
+`Node Type` and `Relation Name`; MySQL 9's (format version 2) has iterators with
+`access_type` table or index; MariaDB's (and MySQL's format 1) has `table`
+objects whose `access_type` is a join type (ALL, range, ref, ...). All are
+read into rows of (table, index, access), access being one of ACCESSES.
+"""
+
+SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP = "table scan", "index scan", "bitmap scan", "index lookup"
+ACCESSES = (SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP)
+# MariaDB's (and MySQL format 1's) join types: a whole table, a whole or ranged index, or key lookups
+JOIN_TYPES = {"ALL": SCAN, "index": INDEX_SCAN, "range": INDEX_SCAN, "index_merge": INDEX_SCAN,
+              "ref": INDEX_LOOKUP, "eq_ref": INDEX_LOOKUP, "ref_or_null": INDEX_LOOKUP, "const": INDEX_LOOKUP,
+              "system": INDEX_LOOKUP, "unique_subquery": INDEX_LOOKUP, "index_subquery": INDEX_LOOKUP,
+              "fulltext": INDEX_LOOKUP}
+# MySQL format 2's index_access_type
+INDEX_ACCESS_TYPES = {"index_lookup": INDEX_LOOKUP, "index_range_scan": INDEX_SCAN, "full_index_scan": INDEX_SCAN,
+                      "index_skip_scan": INDEX_SCAN}
+
+
+def _nodes(value):
+    """Every JSON object in a plan, depth first, in the order the plan lists them."""
+    if isinstance(value, dict):
+        yield value
+        for child in value.values():
+            yield from _nodes(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _nodes(child)
+
+
+def _postgresql(plan: dict) -> list[dict]:
+    accesses = []
+    for node in _nodes(plan):
+        kind, table = node.get("Node Type", ""), node.get("Relation Name")
+        if table is None:
+            continue
+        if kind == "Seq Scan":
+            accesses.append({"table": table, "index": "", "access": SCAN})
+        elif kind in ("Index Scan", "Index Only Scan"):
+            # the inner side of a nested loop is probed once per outer row: lookups, not one scan
+            access = INDEX_LOOKUP if node.get("Parent Relationship") == "Inner" else INDEX_SCAN
+            accesses.append({"table": table, "index": node["Index Name"], "access": access})
+        elif kind == "Bitmap Heap Scan":
+            index = next((n["Index Name"] for n in _nodes(node.get("Plans", [])) if "Index Name" in n), "")
+            accesses.append({"table": table, "index": index, "access": BITMAP_SCAN})
+    return accesses
+
+
+def _mysql_family(plan: dict) -> list[dict]:
+    accesses = []
+    for node in _nodes(plan):
+        table = node.get("table_name")
+        # derived and temporary tables (<derived2>, <temporary>) are the query's own, not a stored table
+        if not table or table.startswith("<") or "access_type" not in node:
+            continue
+        kind = node["access_type"]
+        if kind == "table":
+            accesses.append({"table": table, "index": "", "access": SCAN})
+        elif kind == "index":
+            accesses.append({"table": table, "index": node.get("index_name", ""),
+                             "access": INDEX_ACCESS_TYPES.get(node.get("index_access_type"), INDEX_SCAN)})
+        elif kind in JOIN_TYPES:
+            accesses.append({"table": table, "index": node.get("key", ""), "access": JOIN_TYPES[kind]})
+    return accesses
+
+
+def plan_accesses(engine: str, plan: dict) -> list[dict]:
+    """(table, index, access) for every read of a stored table in a plan, in plan order."""
+    return _postgresql(plan) if engine == "postgresql" else _mysql_family(plan)

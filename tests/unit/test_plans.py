@@ -1,0 +1,40 @@
+"""How a plan reads each table, from plans the three engines wrote for TPC-H Q3 (SF 0.01, tierlab runs)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tierlab.plans import plan_accesses
+
+PLANS = Path(__file__).parent / "plans"
+
+
+def accesses(engine: str) -> list[tuple[str, str, str]]:
+    plan = json.loads((PLANS / f"{engine}_q03.json").read_text())
+    return [(a["table"], a["index"], a["access"]) for a in plan_accesses(engine, plan)]
+
+
+@pytest.mark.parametrize("engine", ["mariadb", "mysql"])
+def test_mysql_family_plans_scan_customer_and_look_up_orders_and_lineitem(engine):
+    # MariaDB's EXPLAIN names join types (ALL, ref), MySQL 9's names iterators (table, index lookup)
+    assert accesses(engine) == [("customer", "", "table scan"), ("orders", "orders_custkey", "index lookup"),
+                                ("lineitem", "PRIMARY", "index lookup")]
+
+
+def test_postgresql_scans_orders_and_customer_and_probes_lineitem_s_primary_key_per_row():
+    assert accesses("postgresql") == [("orders", "", "table scan"), ("customer", "", "table scan"),
+                                      ("lineitem", "lineitem_pkey", "index lookup")]
+
+
+def test_a_postgresql_bitmap_scan_names_the_table_and_its_index():
+    plan = {"Plan": {"Node Type": "Bitmap Heap Scan", "Relation Name": "lineitem", "Plans": [
+        {"Node Type": "Bitmap Index Scan", "Index Name": "lineitem_suppkey", "Parent Relationship": "Outer"}]}}
+    assert plan_accesses("postgresql", plan) == [{"table": "lineitem", "index": "lineitem_suppkey",
+                                                  "access": "bitmap scan"}]
+
+
+def test_derived_and_temporary_tables_are_not_stored_tables():
+    plan = {"query_block": {"table": {"table_name": "<derived2>", "access_type": "ALL", "materialized": {
+        "query_block": {"table": {"table_name": "lineitem", "access_type": "range", "key": "PRIMARY"}}}}}}
+    assert plan_accesses("mariadb", plan) == [{"table": "lineitem", "index": "PRIMARY", "access": "index scan"}]
