@@ -163,6 +163,7 @@ def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path
     for title in ("Sequential vs random reads per query", "Repeat access rate per query", "Read latency CDF per tier"):
         assert title in dom
     assert "<h3>q03 (try 1)</h3>" in dom
+    assert "How the plan reads each table:" in dom
     assert "<h2>Tiers' fidelity</h2>" in dom
     assert "io_time_undilated_s the same divided by" in dom
     shot = tmp_path / "report.png"

@@ -110,7 +110,7 @@ class MysqlFamily:
         return Path(isl.read_text().strip())
 
     def object_files(self, database: str, tables: list[str]) -> list[dict]:
-        """Each table's .ibd (its indexes live in it), found through its .isl."""
+        """Each table's .ibd (its indexes live in it)."""
         return [{"object": table, "kind": "table", "table": table, "path": str(self._table_file(database, table)),
                  "offset_bytes": 0} for table in tables]
 

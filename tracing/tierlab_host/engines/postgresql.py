@@ -2,9 +2,9 @@
 
 The engine's spec (from the postgresql role): name, instance, bindir,
 config_file, datadir, socket_dir, port, password_file (a libpq passfile),
-log_file, tablespaces {tier role: tablespace}, memory_cgroup (the memory
-group whose limit bounds the server's private memory and the page cache of
-what it reads, or null) and memory_limit_bytes, settings (read back into the
+log_file, tablespaces {tier role: tablespace}, memory_cgroup (the cgroup v1
+memory group whose limit bounds the server's private memory and the page
+cache of what it reads) and memory_limit_bytes, settings (read back into the
 manifest), source (where the engine came from).
 """
 
@@ -51,21 +51,19 @@ class Postgresql:
                                "-p", str(self.spec["port"]), "-t", "2"], capture_output=True)
         return done.returncode == 0
 
-    def _bound_memory(self) -> tuple[str, ...]:
+    def _bound_memory(self) -> str:
         """The memory group's procs file, with the group made (and recorded) if need be and its limit set."""
-        group = Path(self.spec["memory_cgroup"]) if self.spec.get("memory_cgroup") else None
-        if group is None:
-            return ()
+        group = Path(self.spec["memory_cgroup"])
         if not group.is_dir():
             record.add("cgroup", path=str(group))
             group.mkdir()
         (group / "memory.limit_in_bytes").write_text(f"{self.spec['memory_limit_bytes']}\n")
-        return (str(group / "cgroup.procs"),)
+        return str(group / "cgroup.procs")
 
     def start(self) -> dict:
         marker = f"--config-file={self.spec['config_file']}"
         return server.start(self.spec["instance"], self.name, [f"{self.spec['bindir']}/postgres", marker], marker,
-                            self.spec["log_file"], self.ping, user="postgres", cgroups=self._bound_memory())
+                            self.spec["log_file"], self.ping, user="postgres", cgroups=(self._bound_memory(),))
 
     def stop(self) -> dict:
         return server.stop(self.spec["instance"])
@@ -102,7 +100,7 @@ class Postgresql:
                 "settings": {n: settings.get(n) for n in self.spec["settings"]},
                 "tablespaces": {name: {"location": location, "options": tablespace_options[name]}
                                 for name, location in tablespaces.items()},
-                "memory_limit_bytes": self.spec["memory_limit_bytes"] if self.spec.get("memory_cgroup") else None}
+                "memory_limit_bytes": self.spec["memory_limit_bytes"]}
 
     def counters(self, database: str) -> dict:
         columns = ", ".join(DATABASE_COUNTERS + [f"round({t} * 1000)::bigint" for t in DATABASE_TIMES])
