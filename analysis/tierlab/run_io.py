@@ -34,7 +34,10 @@ from .plans import plan_accesses
 from .prefetch import prefetched
 
 # the results format this tierlab writes and reads (results/README.md)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# the formats this tierlab reads: 1 is 2 before engines other than MariaDB (one file per table, no
+# offset_bytes in extents.json, InnoDB's counters only, no plans), which it reads as such
+READ_VERSIONS = (1, 2)
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
                  "started_at", "events_lost", "trace_complete"]
 
@@ -125,9 +128,9 @@ def read_manifest(run_dir: Path) -> dict:
         raise RunDirError(f"{run_dir} is not a directory; give a run directory, results/<run_id>")
     manifest = _read_json(run_dir / "manifest.json")
     version = manifest.get("schema_version") if isinstance(manifest, dict) else None
-    if version != SCHEMA_VERSION:
+    if version not in READ_VERSIONS:
         raise RunDirError(f"{run_dir}: results schema_version {version!r} is not one this tierlab reads "
-                          f"(it reads {SCHEMA_VERSION}); read it with the tierlab version that wrote it "
+                          f"(it reads {', '.join(map(str, READ_VERSIONS))}); read it with the tierlab version that wrote it "
                           f"(versions.tierlab_git in its manifest)")
     return manifest
 

@@ -4,6 +4,7 @@ at a tiny scale factor, under a tierlab root of their own, and tear it all down 
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,15 @@ class Study:
 
     def run_ids(self) -> set[str]:
         return {p.name for p in self.results_dir.iterdir()} if self.results_dir.exists() else set()
+
+    def execute(self, instance: str, sql: str, limit_s: int, output: Path) -> dict:
+        """One statement through the query loop's execute, on an instance of this root, by the agent installed here."""
+        sys.path.insert(0, str(Path(self.root, "agent")))
+        from tierlab_host.engines import engine
+        from tierlab_host.runner import execute
+
+        db = engine(json.loads(Path(self.root, "instances", instance, "engine.json").read_text()))
+        return execute(db, f"tpch_sf{str(SCALE_FACTOR).replace('.', '_')}", sql, limit_s, output)
 
     def run(self, layout: str, **extra) -> Path:
         before = self.run_ids()

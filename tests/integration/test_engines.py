@@ -3,7 +3,6 @@
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -133,15 +132,10 @@ def test_the_server_runs_inside_its_memory_bound(study, postgresql_runs):
 
 
 def test_a_statement_over_its_limit_on_postgresql_is_a_timeout(study, postgresql_runs, tmp_path):
-    sys.path.insert(0, str(Path(study.root, "agent")))
-    from tierlab_host.engines import engine
-    from tierlab_host.runner import execute
-
-    db = engine(json.loads(Path(study.root, "instances", "postgresql-8k", "engine.json").read_text()))
-    timed_out = execute(db, "tpch_sf0_01", "SELECT pg_sleep(5);", 1, tmp_path / "sleep.tsv")
+    timed_out = study.execute("postgresql-8k", "SELECT pg_sleep(5);", 1, tmp_path / "sleep.tsv")
     assert (timed_out["status"], timed_out["error"]) == (
         "timeout", "ERROR:  canceling statement due to statement timeout")
-    failed = execute(db, "tpch_sf0_01", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
+    failed = study.execute("postgresql-8k", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
     assert failed["status"] == "error"
     assert 'column "no_such_column" does not exist' in failed["error"]
 
@@ -174,12 +168,7 @@ def test_a_layout_change_on_mysql_moves_the_files_it_finds_again_when_it_starts(
 
 
 def test_a_statement_over_its_limit_on_mysql_is_a_timeout(study, mysql_runs, tmp_path):
-    sys.path.insert(0, str(Path(study.root, "agent")))
-    from tierlab_host.engines import engine
-    from tierlab_host.runner import execute
-
-    db = engine(json.loads(Path(study.root, "instances", "mysql-16k", "engine.json").read_text()))
     # max_execution_time stops a SELECT that reads rows (SLEEP() alone only returns early)
-    timed_out = execute(db, "tpch_sf0_01", "SELECT COUNT(*) FROM lineitem a, lineitem b;", 1, tmp_path / "join.tsv")
+    timed_out = study.execute("mysql-16k", "SELECT COUNT(*) FROM lineitem a, lineitem b;", 1, tmp_path / "join.tsv")
     assert timed_out["status"] == "timeout"
     assert "maximum statement execution time exceeded" in timed_out["error"]

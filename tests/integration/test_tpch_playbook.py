@@ -3,7 +3,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -138,15 +137,10 @@ def test_resume_with_other_variables_is_refused(study, layout_runs):
 
 
 def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(study, layout_runs, tmp_path):
-    sys.path.insert(0, str(Path(study.root, "agent")))
-    from tierlab_host.engines import engine
-    from tierlab_host.runner import execute
-
-    db = engine(json.loads(Path(study.root, "instances", "mariadb-16k", "engine.json").read_text()))
-    timed_out = execute(db, "tpch_sf0_01", "SELECT SLEEP(5);", 1, tmp_path / "sleep.tsv")
+    timed_out = study.execute("mariadb-16k", "SELECT SLEEP(5);", 1, tmp_path / "sleep.tsv")
     assert timed_out["status"] == "timeout"
     assert "max_statement_time" in timed_out["error"]
-    failed = execute(db, "tpch_sf0_01", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
+    failed = study.execute("mariadb-16k", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
     assert failed["status"] == "error"
     assert "Unknown column 'no_such_column'" in failed["error"]
 

@@ -1,12 +1,13 @@
-"""Run directories that tierlab refuses to read, and why."""
+"""Which run directories tierlab reads, and those it refuses and why."""
 
 import json
 
 import pytest
+from tiny_run import make_run, read
 
 from tierlab.cli import main
 from tierlab.errors import RunDirError
-from tierlab.run_io import load_run
+from tierlab.run_io import analyze, load_run
 
 
 def run_dir(tmp_path, manifest_text: str):
@@ -17,15 +18,22 @@ def run_dir(tmp_path, manifest_text: str):
 
 
 def test_a_run_of_an_unknown_schema_version_is_refused_with_what_to_do(tmp_path):
-    path = run_dir(tmp_path, json.dumps({"schema_version": 2, "run_id": "x"}))
+    path = run_dir(tmp_path, json.dumps({"schema_version": 3, "run_id": "x"}))
     with pytest.raises(RunDirError) as err:
         load_run(path)
-    assert str(err.value) == (f"{path}: results schema_version 2 is not one this tierlab reads (it reads 1); read it "
+    assert str(err.value) == (f"{path}: results schema_version 3 is not one this tierlab reads (it reads 1, 2); read it "
                               "with the tierlab version that wrote it (versions.tierlab_git in its manifest)")
 
 
+def test_a_run_in_the_format_before_engines_is_read(tmp_path):
+    run = make_run(tmp_path, read(1.0, 64) + read(1.1, 96), schema_version=1)
+    tables = analyze(load_run(run))
+    assert tables["table_metrics"][["query", "object", "read_requests"]].values.tolist() == [["q03", "lineitem", 2]]
+    assert tables["plan_accesses"].empty
+
+
 def test_a_damaged_manifest_is_named_with_the_parse_error(tmp_path):
-    path = run_dir(tmp_path, '{"schema_version": 1,')
+    path = run_dir(tmp_path, '{"schema_version": 2,')
     with pytest.raises(RunDirError) as err:
         load_run(path)
     assert str(err.value).startswith(f"{path}/manifest.json is not valid JSON (Expecting property name enclosed in "
@@ -41,8 +49,8 @@ def test_a_file_given_as_a_run_directory_is_refused(tmp_path):
 
 
 def test_compare_refuses_the_same_run_given_twice(tmp_path, capsys):
-    first = run_dir(tmp_path / "a", json.dumps({"schema_version": 1, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
-    copy = run_dir(tmp_path / "b", json.dumps({"schema_version": 1, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    first = run_dir(tmp_path / "a", json.dumps({"schema_version": 2, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    copy = run_dir(tmp_path / "b", json.dumps({"schema_version": 2, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
     (first / "tables").mkdir()
     (first / "tables" / "queries.csv").write_text("query,try,status\n")
     (first / "tables" / "query_metrics.csv").write_text("\n")
@@ -56,7 +64,7 @@ def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_pa
     dirs = []
     for name, dilation in (("a", 9.0), ("b", 7.4)):
         run_id = f"20261123T09000{len(dirs)}Z_mariadb_tpch-sf0.1_C+O"
-        path = run_dir(tmp_path / name, json.dumps({"schema_version": 1, "run_id": run_id,
+        path = run_dir(tmp_path / name, json.dumps({"schema_version": 2, "run_id": run_id,
                                                      "tiers_fidelity": {"dilation": dilation}}))
         (path / "tables").mkdir()
         (path / "tables" / "queries.csv").write_text("query,try,status\n")

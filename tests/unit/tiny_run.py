@@ -14,15 +14,18 @@ def read(ts: float, sector: int) -> str:
             + line(ts + 0.0001, f"block_rq_complete: 7,1 R () {sector} + 32 be,0,4 [0]"))
 
 
-def make_run(tmp_path, body: str):
+def make_run(tmp_path, body: str, schema_version: int = 2):
+    """A run of MariaDB; in schema_version 1 its extent map names only each file's object."""
     run = tmp_path / "20261123T092837Z_mariadb_tpch-sf0.1_C+O"
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "run_id": run.name}))
+    (run / "manifest.json").write_text(json.dumps({"schema_version": schema_version, "run_id": run.name}))
     (run / "config" / "study.json").write_text(json.dumps({"study": {"engine": "mariadb", "page_size_bytes": 16384}}))
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"}]))
-    (run / "raw" / "extents.json").write_text(json.dumps({"files": [
-        {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]}]}))
+    lineitem = {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]}
+    if schema_version >= 2:
+        lineitem.update(kind="table", table="lineitem", offset_bytes=0)
+    (run / "raw" / "extents.json").write_text(json.dumps({"files": [lineitem]}))
     add_query(run, "q03", body)
     return run
 
