@@ -5,6 +5,7 @@ STAMP := $(VENV)/.installed
 LAYOUT ?= C+O
 SF ?= 0.1
 QUERIES ?= all
+ENGINE ?= mariadb
 APT_PACKAGES := python3 python3-venv python3-pip
 # the tests also read traces with blkparse, render reports in headless Chromium
 # and build the device emulator (tierlab-emu) to run its model
@@ -25,7 +26,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 tpch: setup
-	$(BIN)/ansible-playbook playbooks/tpch.yml -e layout=$(LAYOUT) -e scale_factor=$(SF) -e queries=$(QUERIES)
+	$(BIN)/ansible-playbook playbooks/tpch.yml -e layout=$(LAYOUT) -e scale_factor=$(SF) -e queries=$(QUERIES) -e engine=$(ENGINE)
 
 tiers: setup
 	$(BIN)/ansible-playbook playbooks/tpch.yml --tags tiers
