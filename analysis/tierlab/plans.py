@@ -4,7 +4,9 @@ Each engine writes plans its own way: PostgreSQL's EXPLAIN JSON has nodes with
 `Node Type` and `Relation Name`; MySQL 9's (format version 2) has iterators with
 `access_type` table or index; MariaDB's (and MySQL's format 1) has `table`
 objects whose `access_type` is a join type (ALL, range, ref, ...). All are
-read into rows of (table, index, access), access being one of ACCESSES.
+read into rows of (table, index, access), access being one of ACCESSES, for
+the workload's tables only: a plan also reads what the query makes itself
+(a CTE, a derived or temporary table), which is no stored table.
 """
 
 SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP = "table scan", "index scan", "bitmap scan", "index lookup"
@@ -15,8 +17,8 @@ JOIN_TYPES = {"ALL": SCAN, "index": INDEX_SCAN, "range": INDEX_SCAN, "index_merg
               "system": INDEX_LOOKUP, "unique_subquery": INDEX_LOOKUP, "index_subquery": INDEX_LOOKUP,
               "fulltext": INDEX_LOOKUP}
 # MySQL format 2's index_access_type
-INDEX_ACCESS_TYPES = {"index_lookup": INDEX_LOOKUP, "index_range_scan": INDEX_SCAN, "full_index_scan": INDEX_SCAN,
-                      "index_skip_scan": INDEX_SCAN}
+INDEX_ACCESS_TYPES = {"index_lookup": INDEX_LOOKUP, "index_scan": INDEX_SCAN, "index_range_scan": INDEX_SCAN,
+                      "full_index_scan": INDEX_SCAN, "index_skip_scan": INDEX_SCAN}
 
 
 def _nodes(value):
@@ -51,11 +53,9 @@ def _postgresql(plan: dict) -> list[dict]:
 def _mysql_family(plan: dict) -> list[dict]:
     accesses = []
     for node in _nodes(plan):
-        table = node.get("table_name")
-        # derived and temporary tables (<derived2>, <temporary>) are the query's own, not a stored table
-        if not table or table.startswith("<") or "access_type" not in node:
+        table, kind = node.get("table_name"), node.get("access_type")
+        if table is None or kind is None:
             continue
-        kind = node["access_type"]
         if kind == "table":
             accesses.append({"table": table, "index": "", "access": SCAN})
         elif kind == "index":
@@ -66,6 +66,7 @@ def _mysql_family(plan: dict) -> list[dict]:
     return accesses
 
 
-def plan_accesses(engine: str, plan: dict) -> list[dict]:
-    """(table, index, access) for every read of a stored table in a plan, in plan order."""
-    return _postgresql(plan) if engine == "postgresql" else _mysql_family(plan)
+def plan_accesses(engine: str, plan: dict, tables: set[str]) -> list[dict]:
+    """(table, index, access) for every read of one of `tables` in a plan, in plan order."""
+    accesses = _postgresql(plan) if engine == "postgresql" else _mysql_family(plan)
+    return [access for access in accesses if access["table"] in tables]

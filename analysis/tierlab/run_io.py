@@ -169,14 +169,14 @@ def _counter_files(run_dir: Path):
         yield query, int(attempt), json.loads(path.read_text())
 
 
-def read_plan_accesses(run_dir: Path, engine: str) -> pd.DataFrame:
-    """Per query try, how its plan (raw/plans/) reads each table: table scan, index scan, bitmap scan or
-    index lookup, and through which index."""
+def read_plan_accesses(run_dir: Path, engine: str, tables: set[str]) -> pd.DataFrame:
+    """Per query try, how its plan (raw/plans/) reads each of the workload's tables: table scan, index scan,
+    bitmap scan or index lookup, and through which index."""
     rows = []
     for path in sorted((run_dir / "raw" / "plans").glob("*.json")):
         query, attempt = path.stem.rsplit("_try", 1)
         rows += [{"query": query, "try": int(attempt), **access}
-                 for access in plan_accesses(engine, _read_json(path))]
+                 for access in plan_accesses(engine, _read_json(path), tables)]
     return pd.DataFrame(rows, columns=["query", "try", "table", "index", "access"])
 
 
@@ -299,7 +299,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "query_metrics": query_metrics,
         "tier_metrics": _with_device_model(pd.DataFrame(rows["tier"]), run.device_model),
         "table_metrics": pd.DataFrame(rows["table"]),
-        "plan_accesses": read_plan_accesses(run.path, run.study["study"]["engine"]),
+        "plan_accesses": read_plan_accesses(run.path, run.study["study"]["engine"], set(run.study["study"]["placement"])),
         "size_histogram": pd.DataFrame(rows["size"]),
         "read_latency": pd.DataFrame([{"tier": tier, "latency_le_us": edge, "reads": int(count)}
                                       for tier, counts in sorted(latency.items())

@@ -20,7 +20,8 @@ def make_run(tmp_path, body: str, schema_version: int = 2):
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"schema_version": schema_version, "run_id": run.name}))
-    (run / "config" / "study.json").write_text(json.dumps({"study": {"engine": "mariadb", "page_size_bytes": 16384}}))
+    (run / "config" / "study.json").write_text(json.dumps({"study": {
+        "engine": "mariadb", "page_size_bytes": 16384, "placement": {"lineitem": "capacity"}}}))
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"}]))
     lineitem = {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]}
     if schema_version >= 2:
