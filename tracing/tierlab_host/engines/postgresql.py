@@ -42,9 +42,10 @@ class Postgresql:
                 f"passfile={self.spec['password_file']}")
 
     def client_command(self, database: str | None = None) -> list[str]:
-        # -X: no ~/.psqlrc; unaligned, tuples only, tab-separated, quiet (no command tags)
-        return [f"{self.spec['bindir']}/psql", "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1",
-                "-d", self._conninfo(database or "postgres")]
+        # -X: no ~/.psqlrc; unaligned, tuples only, tab-separated, quiet (no command tags), NULL written as
+        # the MySQL family's clients write it (psql writes nothing)
+        return [f"{self.spec['bindir']}/psql", "-X", "-q", "-A", "-t", "-F", "\t", "-P", "null=NULL",
+                "-v", "ON_ERROR_STOP=1", "-d", self._conninfo(database or "postgres")]
 
     def ping(self) -> bool:
         done = subprocess.run([f"{self.spec['bindir']}/pg_isready", "-q", "-h", self.spec["socket_dir"],
