@@ -229,7 +229,7 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
                      "<h2>Per-table breakdown of each query</h2>"]
         md += ["", "## Per-query access patterns", "", definitions, "", _md_table(shown_metrics), "",
                "## Per-table breakdown", ""]
-        plans = tables.get("plan_accesses", pd.DataFrame(columns=["query", "try"]))
+        plans = tables["plan_accesses"]
         for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
             plan = plans[(plans["query"] == query) & (plans["try"] == attempt)][["table", "index", "access"]]
             sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>"]

@@ -93,6 +93,15 @@ def set_knob(path: Path, value: int, changes: list[str]) -> None:
     changes.append(f"set {path} to {value} (was {current})")
 
 
+def ensure_cgroup(group: Path) -> bool:
+    """Make a cgroup (v1) directory unless it exists, recorded first so that teardown removes it; True if made."""
+    if group.is_dir():
+        return False
+    record.add("cgroup", path=str(group))
+    group.mkdir()
+    return True
+
+
 def mount_device(path: str | Path) -> str | None:
     """The 'major:minor' of what is mounted at path, or None; read from mountinfo, which
     still answers where stat does not (a FUSE mount whose server died or hangs)."""

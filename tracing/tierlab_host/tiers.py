@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from . import emulator, record
-from .system import HostError, device_model, device_name, device_of_path, mounted, queue_dir, run, set_knob
+from .system import HostError, device_model, device_name, device_of_path, ensure_cgroup, mounted, queue_dir, run, set_knob
 
 BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
 # one throttle group per tierlab root (/var/lib/tierlab -> "tierlab"), so a test root never shares one
@@ -121,9 +121,7 @@ def _set_throttle(device: str, throttle: dict, changes: list[str]) -> None:
             "which this host does not have; set the tier's throttle to {} or use real devices"
         )
     group = cgroup_path()
-    if not group.is_dir():
-        group.mkdir()
-        record.add("cgroup", path=str(group))
+    if ensure_cgroup(group):
         changes.append(f"created cgroup {group}")
     for key, value in throttle.items():
         if key not in THROTTLE_FILES:

@@ -13,8 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import record
-from ..system import run
+from ..system import ensure_cgroup, run
 from . import server
 
 # per database, from pg_stat_database (block read/write times in milliseconds, kept in microseconds)
@@ -55,9 +54,7 @@ class Postgresql:
     def _bound_memory(self) -> str:
         """The memory group's procs file, with the group made (and recorded) if need be and its limit set."""
         group = Path(self.spec["memory_cgroup"])
-        if not group.is_dir():
-            record.add("cgroup", path=str(group))
-            group.mkdir()
+        ensure_cgroup(group)
         (group / "memory.limit_in_bytes").write_text(f"{self.spec['memory_limit_bytes']}\n")
         return str(group / "cgroup.procs")
 

@@ -34,11 +34,6 @@ def recorded(instance: str) -> dict | None:
     return None
 
 
-def running(instance: str) -> bool:
-    entry = recorded(instance)
-    return bool(entry and _is_ours(entry))
-
-
 def start(instance: str, engine: str, argv: list[str], marker: str, log_file: str, ready: Callable[[], bool],
           user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
     """Start argv (which holds `marker`), as `user` if given, unless the recorded instance runs; wait until `ready()`."""
