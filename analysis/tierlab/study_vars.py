@@ -18,21 +18,6 @@ PAGE_SIZES = {"4k": 4096, "8k": 8192, "16k": 16384, "32k": 32768, "64k": 65536}
 # an empty page_size is the engine's own default; PostgreSQL's block size is fixed when it is built
 DEFAULT_PAGE_SIZE = {"mariadb": "16k", "mysql": "16k", "postgresql": "8k"}
 ENGINE_PAGE_SIZES = {"mariadb": tuple(PAGE_SIZES), "mysql": tuple(PAGE_SIZES), "postgresql": ("8k",)}
-# Variables that mean something for some engines only: those engines and the default an empty value
-# stands for. A value given for another engine is refused rather than silently ignored.
-ENGINE_VARIABLES = {
-    "io_threads": (MYSQL_FAMILY, "4"),
-    "flush_method": (MYSQL_FAMILY, "O_DIRECT"),
-    "read_ahead_threshold": (MYSQL_FAMILY, "56"),
-    "random_read_ahead": (MYSQL_FAMILY, "false"),
-    "os_cache": (("postgresql",), "64M"),
-    "effective_io_concurrency": (("postgresql",), "1"),
-    "parallel_workers": (("postgresql",), "2"),
-    "fast_seq_page_cost": (("postgresql",), "1"),
-    "fast_random_page_cost": (("postgresql",), "4"),
-    "capacity_seq_page_cost": (("postgresql",), "1"),
-    "capacity_random_page_cost": (("postgresql",), "4"),
-}
 # The memory bound of a PostgreSQL server's processes counts their own memory besides shared_buffers
 # and the page cache of what they read: this much is allowed for it. Over TPC-H SF 0.1 with the default
 # work_mem their own memory peaked at 16 MiB here (sampled every 2 s); the rest leaves room for the
@@ -149,34 +134,43 @@ def _cost(name: str, value) -> float:
     return cost
 
 
+def _choice(name: str, value, allowed: tuple) -> str:
+    if value not in allowed:
+        raise _fail(name, value, ", ".join(allowed))
+    return value
+
+
+# Variables that mean something for some engines only: those engines, the default an empty value
+# stands for, and how a value is read. A value given for another engine is refused rather than
+# silently ignored.
+ENGINE_VARIABLES = {
+    "io_threads": (MYSQL_FAMILY, "4", lambda n, v: _positive_int(n, v, 1, 64)),
+    "flush_method": (MYSQL_FAMILY, "O_DIRECT", lambda n, v: _choice(n, v, FLUSH_METHODS)),
+    "read_ahead_threshold": (MYSQL_FAMILY, "56", lambda n, v: _positive_int(n, v, 0, 64)),
+    "random_read_ahead": (MYSQL_FAMILY, "false", _bool),
+    "os_cache": (("postgresql",), "64M", lambda n, v: parse_buffer_pool(v, n)),
+    "effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
+    "parallel_workers": (("postgresql",), "2", lambda n, v: _positive_int(n, v, 0, 64)),
+    "fast_seq_page_cost": (("postgresql",), "1", _cost),
+    "fast_random_page_cost": (("postgresql",), "4", _cost),
+    "capacity_seq_page_cost": (("postgresql",), "1", _cost),
+    "capacity_random_page_cost": (("postgresql",), "4", _cost),
+}
+
+
 def _engine_variables(values: dict, engine: str) -> dict:
     """The engine-specific variables, typed: given or defaulted where they apply, None elsewhere."""
-    parsers = {
-        "io_threads": lambda n, v: _positive_int(n, v, 1, 64),
-        "flush_method": lambda n, v: _choice(n, v, FLUSH_METHODS),
-        "read_ahead_threshold": lambda n, v: _positive_int(n, v, 0, 64),
-        "random_read_ahead": _bool,
-        "os_cache": lambda n, v: parse_buffer_pool(v, n),
-        "effective_io_concurrency": lambda n, v: _positive_int(n, v, 0, 1000),
-        "parallel_workers": lambda n, v: _positive_int(n, v, 0, 64),
-    }
     typed = {}
-    for name, (engines, default) in ENGINE_VARIABLES.items():
-        given = str(values.get(name) if values.get(name) is not None else "").strip()
+    for name, (engines, default, parse) in ENGINE_VARIABLES.items():
+        given = "" if values.get(name) is None else str(values[name]).strip()
         if engine not in engines:
             if given:
                 raise StudyInputError(f"{name}={given!r} means nothing for engine={engine}; it applies to "
                                       f"engine {' and '.join(engines)} only. Leave it unset for {engine}")
             typed[name] = None
             continue
-        typed[name] = parsers.get(name, _cost)(name, given or default)
+        typed[name] = parse(name, given or default)
     return typed
-
-
-def _choice(name: str, value, allowed: tuple) -> str:
-    if value not in allowed:
-        raise _fail(name, value, ", ".join(allowed))
-    return value
 
 
 def estimated_table_bytes(scale_factor: float) -> dict[str, int]:
