@@ -49,4 +49,4 @@ $(VENV)/.test-deps: $(STAMP)
 	touch $@
 
 test: lint $(VENV)/.test-deps
-	$(BIN)/pytest -q -rs tests
+	$(BIN)/pytest -q -rs --durations=15 tests

@@ -1,5 +1,12 @@
 """tierlab: block-trace analysis of database workloads on tiered storage (controller side)."""
 
-from .run_io import Run, analyze, load_run
-
 __all__ = ["Run", "analyze", "load_run"]
+
+
+def __getattr__(name: str):
+    # run_io imports pandas and the compiled metrics (about a second); the playbooks' filters import
+    # tierlab.study_vars in every task's worker process and need none of it
+    if name in __all__:
+        from . import run_io
+        return getattr(run_io, name)
+    raise AttributeError(f"module 'tierlab' has no attribute {name!r}")
