@@ -156,32 +156,32 @@ class Postgresql:
                                   "offset_bytes": number * int(segment_bytes)})
         return files
 
-    def _tablespace_of(self, database: str) -> dict[str, str]:
-        rows = self.rows("SELECT c.relname, coalesce(s.spcname, 'pg_default') FROM pg_class c "
+    def _relations(self, database: str) -> list[list[str]]:
+        """[relation, TABLE or INDEX, its table, its tablespace] of every table and index, each table first."""
+        return self.rows("SELECT c.relname, CASE c.relkind WHEN 'r' THEN 'TABLE' ELSE 'INDEX' END, "
+                         "coalesce(t.relname, c.relname), coalesce(s.spcname, 'pg_default') FROM pg_class c "
+                         "LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid "
                          "LEFT JOIN pg_tablespace s ON s.oid = c.reltablespace "
-                         "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i')", database)
-        return dict(rows)
-
-    def indexes(self, database: str, table: str) -> list[str]:
-        return [row[0] for row in self.rows(
-            f"SELECT indexrelname FROM pg_stat_user_indexes WHERE relname = '{table}' ORDER BY 1", database)]
+                         "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i') "
+                         "ORDER BY 3, 2 DESC, 1", database)
 
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move each table (with its TOAST) and each of its indexes whose tier changes, online:
         ALTER TABLE/INDEX ... SET TABLESPACE copies the relation to new files on the other tier."""
-        where = self._tablespace_of(database)
         moves = []
-        for table, tier in placement.items():
-            target = self.spec["tablespaces"][tier]
-            for kind, relation in [("TABLE", table)] + [("INDEX", index) for index in self.indexes(database, table)]:
-                if where[relation] == target:
-                    continue
-                (size,) = self.rows(f"SELECT pg_table_size('{relation}')", database)[0]
-                started = time.monotonic()
-                run([*self.client_command(database), "-c", f"ALTER {kind} {relation} SET TABLESPACE {target}"],
-                    timeout_s=24 * 3600)
-                moves.append({"object": relation, "from": where[relation], "to": target, "size_bytes": int(size),
-                              "move_s": round(time.monotonic() - started, 3)})
+        for relation, kind, table, tablespace in self._relations(database):
+            # the load marker table has no place in the layout
+            if table not in placement:
+                continue
+            target = self.spec["tablespaces"][placement[table]]
+            if tablespace == target:
+                continue
+            (size,) = self.rows(f"SELECT pg_table_size('{relation}')", database)[0]
+            started = time.monotonic()
+            run([*self.client_command(database), "-c", f"ALTER {kind} {relation} SET TABLESPACE {target}"],
+                timeout_s=24 * 3600)
+            moves.append({"object": relation, "from": tablespace, "to": target, "size_bytes": int(size),
+                          "move_s": round(time.monotonic() - started, 3)})
         return moves
 
 
