@@ -1,17 +1,30 @@
-"""The tierlab command: analyze, compare, trace-stats, manifest, tiers check."""
+"""The tierlab command: analyze, compare, recommend, trace-stats, manifest, tiers check."""
 
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from . import manifest
-from .errors import RunDirError, TierlabError
+from . import cost_model, device_profile, manifest, recommend
+from .errors import RunDirError, StudyInputError, TierlabError
+from .layout import CAPACITY, FAST, parse_layout
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
-from .run_io import analyze, cut_traces, load_run, read_manifest, read_tables, write_tables
+from .run_io import (
+    analyze,
+    cut_traces,
+    load_run,
+    read_manifest,
+    read_requests,
+    read_table,
+    read_tables,
+    tiers_dilation,
+    write_tables,
+)
+from .study_vars import parse_bytes
 from .tiers_check import format_check, run_check
 from .trace_stats import FORMATS, read_traces, suspect, trace_stats
 
@@ -78,6 +91,112 @@ def _compare(args) -> None:
         print(path)
 
 
+def _weights(text: str | None, queries: list[str]) -> dict[str, float]:
+    """--weights q03=2,q10=1: the queries to optimise for and their weights (default: every query, 1 each)."""
+    if not text:
+        return dict.fromkeys(queries, 1.0)
+    weights = {}
+    for item in text.split(","):
+        query, _, weight = item.partition("=")
+        if query not in queries:
+            raise StudyInputError(f"--weights: {query!r} is not a traced query of these runs; they have {', '.join(queries)}")
+        try:
+            weights[query] = float(weight)
+        except ValueError:
+            raise StudyInputError(f"--weights: {item!r} is not QUERY=NUMBER (e.g. q03=2)") from None
+        if not weights[query] >= 0:
+            raise StudyInputError(f"--weights: {item!r}: a weight is a number >= 0")
+    return weights
+
+
+def _profiles(text: str | None, tiers: list[dict], scratch: Path) -> dict[str, Path]:
+    """Each role's device profile file: --profiles fast=NAME|FILE,capacity=NAME|FILE, else the traced tiers'."""
+    if text:
+        given = dict(item.partition("=")[::2] for item in text.split(","))
+        if set(given) != {FAST, CAPACITY}:
+            raise StudyInputError(f"--profiles {text!r}: give fast=PROFILE,capacity=PROFILE "
+                                  f"(a profile: {', '.join(device_profile.profile_names())}, or a .toml file)")
+        return {role: device_profile.profile_path(profile) for role, profile in given.items()}
+    profiles = {}
+    for tier in tiers:
+        if not (tier.get("profile") or {}).get("text"):
+            raise StudyInputError(f"tier {tier['name']} has no device model (a real device): give --profiles "
+                                  "fast=PROFILE,capacity=PROFILE, e.g. from playbooks/devices.yml's measurements")
+        path = scratch / f"{tier['role']}.toml"
+        path.write_text(tier["profile"]["text"])
+        profiles[tier["role"]] = path
+    return profiles
+
+
+def _recommend(args) -> None:
+    capacity = parse_bytes("--fast-capacity", args.fast_capacity)
+    runs = [(Path(d), read_manifest(Path(d))) for d in args.run_dirs]
+    untraced = [str(run_dir) for run_dir, m in runs if not m["study"].get("trace")]
+    if untraced:
+        raise RunDirError(f"{untraced[0]} ran its queries untraced (trace=false); recommend needs traced runs")
+    first = runs[0][1]
+    for run_dir, m in runs[1:]:
+        for key in ("engine", "workload"):
+            if (m[key].get("name"), m[key].get("scale_factor")) != (first[key].get("name"), first[key].get("scale_factor")):
+                raise RunDirError(f"{run_dir} ran another {key} than {runs[0][0]}; recommend one engine's one workload")
+        if [t.get("profile") for t in m["tiers"]] != [t.get("profile") for t in first["tiers"]]:
+            raise RunDirError(f"{run_dir} ran on other tiers than {runs[0][0]}; recommend from runs on the same tiers")
+    workload = first["workload"]["name"]
+    table_bytes = {t: int(v["size_bytes"]) for t, v in first["layout"]["tables"].items()}
+    traced_queries = []
+    for run_dir, m in runs:
+        rows = read_table(run_dir, "queries")
+        for row in rows[rows["status"] == "ok"].to_dict("records"):
+            traced_queries.append((run_dir, m, row))
+    names = [row["query"] for _, _, row in traced_queries]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise RunDirError(f"query {repeated[0]} was traced in more than one of these runs (or tries); give each query once")
+    weights = _weights(args.weights, names)
+    with tempfile.TemporaryDirectory() as scratch:
+        profiles = _profiles(args.profiles, first["tiers"], Path(scratch))
+        started, queries, windows = time.monotonic(), [], []
+        for number, (run_dir, m, row) in enumerate(traced_queries, 1):
+            if weights.get(row["query"], 0) == 0:
+                continue
+            print(f"[{number}/{len(traced_queries)}] costing {row['query']} ({time.monotonic() - started:.0f} s)",
+                  file=sys.stderr)
+            object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
+            requests = read_requests(run_dir, row["query"], int(row["try"]))
+            requests["object"] = requests["object"].map(object_table).fillna(cost_model.OTHER)
+            tier_roles = {t["name"]: t["role"] for t in m["tiers"]}
+            dilation = tiers_dilation(m["tiers"]) or 1.0
+            traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
+            queries.append(recommend.TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
+                                                 row["io_time_s"], traced,
+                                                 cost_model.layout_costs(requests, tier_roles, profiles, dilation)))
+            windows.append((requests, tier_roles, dilation, int(read_table(run_dir, "parameters")["page_size_bytes"][0])))
+        predicted = recommend.predict_layouts(queries, recommend.all_layouts(table_bytes), workload)
+        curve = recommend.capacity_curve(predicted)
+        capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity})
+        caches = [cost_model.cache_costs(requests, roles, profiles, dilation, page_bytes, capacities)
+                  for requests, roles, dilation, page_bytes in windows]
+        cache = recommend.cache_curve(queries, caches, curve)
+        # in the traced run's time, as the predicted query times are
+        dilation = tiers_dilation(first["tiers"]) or 1.0
+        rates = {(src, dst): device_profile.copy_bytes_per_s(device_profile.load(profiles[src]),
+                                                             device_profile.load(profiles[dst])) / dilation
+                 for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
+    best = recommend.best_at(curve, capacity)
+    start = parse_layout(args.from_layout or first["layout"]["name"], workload)
+    moved = recommend.migration(table_bytes, start, parse_layout(best["layout"], workload), rates)
+    result = recommend.summary(queries, predicted, curve, cache, best, moved, capacity, first["layout"]["name"],
+                               args.from_layout or first["layout"]["name"])
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "recommend.json").write_text(json.dumps(result, indent=1))
+        predicted.to_csv(out / "layouts.csv", index=False, float_format="%.6g")
+        curve.to_csv(out / "capacity_curve.csv", index=False, float_format="%.6g")
+        cache.to_csv(out / "cache_curve.csv", index=False, float_format="%.6g")
+    print(json.dumps(result, indent=1) if args.json else recommend.format_summary(result))
+
+
 def _trace_stats(args) -> None:
     stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress()), args.page_size)
     for problem in suspect(stats["counts"]):
@@ -131,6 +250,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--out", help="directory for report.html, summary.md and compare.csv")
     p.set_defaults(func=_compare)
+    p = sub.add_parser("recommend", help="the best layout for a fast-tier capacity, the capacity curve, and the fast "
+                                         "tier as a block cache instead, predicted from traced runs")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="analyzed runs of one engine and workload")
+    p.add_argument("--fast-capacity", required=True, metavar="SIZE", help="the fast tier's capacity, e.g. 2G or 512M")
+    p.add_argument("--profiles", metavar="fast=P,capacity=P",
+                   help="device profiles (names or .toml files) to predict with; default: the traced tiers' models")
+    p.add_argument("--weights", metavar="q03=2,q10=1", help="the queries to optimise for and their weights "
+                                                              "(default: every traced query, weight 1)")
+    p.add_argument("--from-layout", metavar="LAYOUT", help="the layout to migrate from (default: the traced run's)")
+    p.add_argument("--out", metavar="DIR", help="also write recommend.json and the layouts and curves as CSV here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_recommend)
     p = sub.add_parser("trace-stats", help="access-pattern statistics of any block trace (no run directory needed)")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a blkparse-style prefix, a per-CPU or merged binary file, blkparse text, or ftrace text")

@@ -58,3 +58,12 @@ def load(path: Path) -> dict:
         if isinstance(values[key], bool) or not isinstance(values[key], int | float) or values[key] < 0:
             raise DeviceProfileError(f"{path}: {key} must be a number >= 0, got {values[key]!r}")
     return values
+
+
+def copy_bytes_per_s(source: dict, target: dict) -> float:
+    """The rate of a long copy from one modelled device to another: the slower of the source's read
+    bandwidth and the target's sustained write rate (past its write buffer, if it has one)."""
+    target_write_mb_s = target["write_bandwidth_mb_s"]
+    if target["write_buffer_mb"] > 0:
+        target_write_mb_s = min(target_write_mb_s, target["sustained_write_mb_s"])
+    return min(source["read_bandwidth_mb_s"], target_write_mb_s) * 1e6

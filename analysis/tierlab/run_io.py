@@ -311,15 +311,25 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     }
 
 
+def read_table(run_dir: Path, name: str) -> pd.DataFrame:
+    """tables/NAME.csv, as a previous `tierlab analyze` wrote it."""
+    path = run_dir / "tables" / f"{name}.csv"
+    if not path.exists():
+        raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
+    return pd.read_csv(path, dtype={"error": "string"}) if path.stat().st_size > 1 else pd.DataFrame()
+
+
 def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
     """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics)."""
-    tables = {}
-    for name in ("queries", "query_metrics"):
-        path = run_dir / "tables" / f"{name}.csv"
-        if not path.exists():
-            raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
-        tables[name] = pd.read_csv(path, dtype={"error": "string"}) if path.stat().st_size > 1 else pd.DataFrame()
-    return tables
+    return {name: read_table(run_dir, name) for name in ("queries", "query_metrics")}
+
+
+def read_requests(run_dir: Path, query: str, attempt: int) -> pd.DataFrame:
+    """One query try's attributed requests, from the tables/requests.parquet analyze wrote."""
+    path = run_dir / "tables" / "requests.parquet"
+    if not path.exists():
+        raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
+    return pq.read_table(path, filters=[("query", "=", query), ("try", "=", attempt)]).to_pandas()
 
 
 def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:

@@ -1,0 +1,182 @@
+"""The trace-driven cost model: a traced query's requests re-costed on each tier's device model.
+
+The device model is the emulator's own (`tierlab-emu --simulate`), not a second one: each request is
+submitted at the time it was dispatched in the traced run (in the model's time: the run's time divided by
+its dilation), and the model gives its latency on the profile's device.
+
+How a query's time follows (docs/recommend.md states the same for users):
+- its non-I/O time (elapsed minus the time with a request in flight) does not depend on placement;
+- its I/O time scales with the model's latency sum over its requests: the in-flight depth at each moment
+  stays as traced, so the model's absolute error and the run's dilation cancel in the ratio to the layout
+  that was traced;
+- each tier's requests under a layout are replayed together as one device's stream, because tables that
+  share a device interfere: interleaved with random reads of another table, a scan loses the device's
+  read-ahead (TPC-H Q3 traced with everything on nand: orders alone costs the nand model 230 ms, among
+  lineitem's reads 629 ms, and 669 ms were measured);
+- a table moved to the other tier keeps its offsets, apart from the other device's (no collisions);
+- requests no table owns (`other`: logs, temporary files) stay on the tier they were traced on.
+
+The block cache is an ideal LRU of pages, empty when each query starts (its runs are cold): a read request
+is a hit when every page it covers is in the cache, which an LRU of C pages holds exactly when the page's
+reuse distance (distinct pages read since its last read) is below C. Hits cost the fast profile, misses and
+writes the capacity profile; filling the cache costs nothing.
+"""
+
+import io
+import subprocess
+from itertools import product
+from pathlib import Path
+
+import numba
+import numpy as np
+import pandas as pd
+
+from .errors import DeviceProfileError
+
+EMULATOR = Path(__file__).resolve().parents[2] / "emulator" / "tierlab-emu"
+SECTOR_BYTES = 512
+OTHER = "other"
+# a query reading more tables than this has too many splits between the tiers to replay each
+MAX_TABLES_READ = 10
+# reuse distance of a page's first read: no cache holds it
+NEVER = np.iinfo(np.int64).max
+
+
+def replay(profile_file: Path, at_us: np.ndarray, writes: np.ndarray, offset_bytes: np.ndarray,
+           length_bytes: np.ndarray) -> np.ndarray:
+    """The model's latency (us) of each request, submitted in the order given at the times given."""
+    if not EMULATOR.exists():
+        raise DeviceProfileError(f"{EMULATOR} is missing: build the emulator with `make -C {EMULATOR.parent}` "
+                                 "(it needs gcc, make, pkg-config and libfuse3-dev)")
+    if len(at_us) == 0:
+        return np.zeros(0)
+    lines = pd.DataFrame({"at_us": np.round(at_us, 3), "op": np.where(writes, "w", "r"),
+                          "offset": offset_bytes, "length": length_bytes})
+    done = subprocess.run([str(EMULATOR), "--profile", str(profile_file), "--simulate"],
+                          input=lines.to_csv(sep=" ", header=False, index=False).encode(), capture_output=True)
+    if done.returncode != 0:
+        raise DeviceProfileError(f"tierlab-emu --simulate with {profile_file}: {done.stderr.decode().strip()}")
+    return pd.read_csv(io.BytesIO(done.stdout), sep=" ", usecols=["latency_us"])["latency_us"].to_numpy()
+
+
+def model_time_us(requests: pd.DataFrame, dilation: float) -> np.ndarray:
+    """Each request's dispatch time in the model's clock, from the window's first request."""
+    ts_us = requests["ts_s"].to_numpy() * 1e6
+    return (ts_us - ts_us.min()) / dilation if len(ts_us) else ts_us
+
+
+def heads(requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per request (its first piece), with the object of its first piece and its whole size."""
+    return requests[requests["piece"] == 0].sort_values("ts_s", kind="stable")
+
+
+# requests from different traced devices never share offsets on the device they are replayed on
+DEVICE_SPAN_BYTES = 1 << 48
+
+
+def _roles(requests: pd.DataFrame, fast_tables: frozenset, tier_roles: dict[str, str]) -> np.ndarray:
+    """The role (fast, capacity) each request is served by under a layout: a table's by where the layout puts
+    it, `other`'s where it was traced."""
+    traced = requests["tier"].map(tier_roles).to_numpy()
+    placed = np.where(requests["object"].isin(fast_tables).to_numpy(), "fast", "capacity")
+    return np.where((requests["object"] == OTHER).to_numpy(), traced, placed)
+
+
+def latency_sum_us(requests: pd.DataFrame, roles: np.ndarray, profiles: dict[str, Path], dilation: float) -> float:
+    """The model's latency sum when each role's requests are replayed together on that role's profile."""
+    device = pd.factorize(requests["device"])[0].astype(np.int64)
+    offset = requests["sector"].to_numpy() * SECTOR_BYTES + device * DEVICE_SPAN_BYTES
+    at_us = model_time_us(requests, dilation)
+    writes = (requests["op"] == "W").to_numpy()
+    length = requests["request_size_sectors"].to_numpy() * SECTOR_BYTES
+    return float(sum(replay(profiles[role], at_us[roles == role], writes[roles == role], offset[roles == role],
+                            length[roles == role]).sum() for role in profiles))
+
+
+def layout_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: dict[str, Path],
+                 dilation: float) -> dict[frozenset, float]:
+    """The model's latency sum of one query window under every split of the tables it reads between the
+    tiers: {tables on the fast tier: latency sum}. Tables it does not read do not change its cost."""
+    reads = heads(requests)
+    tables = sorted(set(reads["object"]) - {OTHER})
+    if len(tables) > MAX_TABLES_READ:
+        raise DeviceProfileError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
+                                 f"at most {MAX_TABLES_READ}")
+    splits = [frozenset(t for t, on in zip(tables, bits, strict=True) if on)
+              for bits in product([False, True], repeat=len(tables))]
+    return {fast: latency_sum_us(reads, _roles(reads, fast, tier_roles), profiles, dilation) for fast in splits}
+
+
+@numba.njit(cache=True)
+def _reuse_distances(pages: np.ndarray) -> np.ndarray:
+    """For each access, the distinct pages accessed since the previous access of its page (NEVER the first
+    time): a Fenwick tree over access times marks each page's latest access."""
+    n = len(pages)
+    tree = np.zeros(n + 1, dtype=np.int64)
+    last = np.full(pages.max() + 1 if n else 0, -1, dtype=np.int64)
+    distance = np.empty(n, dtype=np.int64)
+    for t in range(n):
+        page = pages[t]
+        before = last[page]
+        if before < 0:
+            distance[t] = NEVER
+        else:
+            # marks in (before, t): sum(t) - sum(before + 1)
+            total, i = 0, t
+            while i > 0:
+                total += tree[i]
+                i -= i & -i
+            i = before + 1
+            while i > 0:
+                total -= tree[i]
+                i -= i & -i
+            distance[t] = total
+            i = before + 1
+            while i <= n:
+                tree[i] -= 1
+                i += i & -i
+        i = t + 1
+        while i <= n:
+            tree[i] += 1
+            i += i & -i
+        last[page] = t
+    return distance
+
+
+def request_reuse_pages(requests: pd.DataFrame, page_bytes: int) -> np.ndarray:
+    """Per request (heads, in dispatch order): the largest reuse distance among the pages it reads, so that
+    an LRU cache of C pages serves it whole exactly when this is below C. Writes get NEVER (they go to the
+    capacity tier) but their pages count as accessed: a write-through cache keeps them."""
+    device_code = pd.factorize(requests["device"])[0].astype(np.int64)
+    first = requests["sector"].to_numpy() * SECTOR_BYTES // page_bytes
+    last = ((requests["sector"].to_numpy() + requests["request_size_sectors"].to_numpy()) * SECTOR_BYTES - 1) // page_bytes
+    counts = (last - first + 1).astype(np.int64)
+    owner = np.repeat(np.arange(len(requests)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    page = first[owner] + offsets
+    # one number per (device, page)
+    keys = page * (device_code.max() + 1 if len(device_code) else 1) + device_code[owner]
+    dense = np.unique(keys, return_inverse=True)[1].astype(np.int64)
+    distance = _reuse_distances(dense)
+    worst = np.zeros(len(requests), dtype=np.int64)
+    np.maximum.at(worst, owner, distance)
+    worst[(requests["op"] == "W").to_numpy()] = NEVER
+    return worst
+
+
+def cache_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: dict[str, Path], dilation: float,
+                page_bytes: int, capacities_bytes: list[int]) -> pd.DataFrame:
+    """Per capacity: the table requests a cold LRU cache of that size on the fast tier serves whole (hits),
+    and the model's latency sum with the hits replayed on the fast profile and the rest on the capacity
+    profile (`other` where it was traced)."""
+    reads = heads(requests)
+    worst = request_reuse_pages(reads, page_bytes)
+    placeable = (reads["object"] != OTHER).to_numpy()
+    traced = reads["tier"].map(tier_roles).to_numpy()
+    rows = []
+    for capacity in capacities_bytes:
+        hit = placeable & (worst < capacity // page_bytes)
+        roles = np.where(placeable, np.where(hit, "fast", "capacity"), traced)
+        rows.append({"capacity_bytes": capacity, "hits": int(hit.sum()), "requests": int(placeable.sum()),
+                     "latency_sum_us": latency_sum_us(reads, roles, profiles, dilation)})
+    return pd.DataFrame(rows, columns=["capacity_bytes", "hits", "requests", "latency_sum_us"])

@@ -1,0 +1,167 @@
+"""Placement advice from traced runs: the best layout for a fast-tier capacity, the capacity curve, and the
+fast tier as a block cache of the same size instead, all predicted by the cost model (cost_model.py).
+
+Pure functions over the costs of each traced query; run_io reads the runs, the CLI prints.
+"""
+
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+import pandas as pd
+
+from .errors import StudyInputError
+from .layout import CAPACITY, FAST, layout_name
+
+# more tables than this make 2^n layouts too many to enumerate
+MAX_TABLES = 16
+
+
+@dataclass
+class TracedQuery:
+    """One traced query try and the model's latency sum of its requests under every split of the tables it
+    reads between the tiers (cost_model.layout_costs)."""
+    run_id: str
+    query: str
+    weight: float
+    elapsed_s: float
+    io_s: float
+    traced: dict[str, str]
+    costs_us: dict[frozenset, float]
+
+    def latency_sum_us(self, placement: dict[str, str]) -> float:
+        read = max(self.costs_us, key=len)
+        return self.costs_us[frozenset(t for t in read if placement[t] == FAST)]
+
+    def predict_s(self, latency_sum_us: float) -> float:
+        """The non-I/O time as traced plus the I/O time scaled by the model's latency sums."""
+        base = self.latency_sum_us(self.traced)
+        return self.elapsed_s if base == 0 else self.elapsed_s - self.io_s + self.io_s * latency_sum_us / base
+
+
+def all_layouts(table_bytes: dict[str, int]) -> pd.DataFrame:
+    """Every placement of the tables: one row per layout, a boolean column per table (True: fast) and its
+    fast-tier bytes."""
+    tables = sorted(table_bytes)
+    if len(tables) > MAX_TABLES:
+        raise StudyInputError(f"{len(tables)} tables make {2 ** len(tables)} layouts; at most {MAX_TABLES} tables")
+    fast = pd.DataFrame(list(product([False, True], repeat=len(tables))), columns=tables)
+    fast["fast_bytes"] = fast[tables].to_numpy() @ np.array([table_bytes[t] for t in tables], dtype=np.int64)
+    return fast
+
+
+def predict_layouts(queries: list[TracedQuery], layouts: pd.DataFrame, workload: str) -> pd.DataFrame:
+    """Each layout's predicted, weighted workload time."""
+    tables = [c for c in layouts.columns if c != "fast_bytes"]
+    placements = [{t: FAST if row[t] else CAPACITY for t in tables} for row in layouts[tables].to_dict("records")]
+    return pd.DataFrame({
+        "layout": [layout_name(p, workload) for p in placements],
+        "fast_bytes": layouts["fast_bytes"],
+        "predicted_s": [sum(q.weight * q.predict_s(q.latency_sum_us(p)) for q in queries) for p in placements]})
+
+
+def capacity_curve(predicted: pd.DataFrame) -> pd.DataFrame:
+    """The best layout as the fast tier grows: a row at every capacity where the best layout changes (the
+    layout with the least predicted time among those that fit; the smaller one on a tie)."""
+    ordered = predicted.sort_values(["fast_bytes", "predicted_s"], kind="stable")
+    rows, best = [], float("inf")
+    for row in ordered.itertuples(index=False):
+        if row.predicted_s < best - 1e-9:
+            best = row.predicted_s
+            rows.append({"capacity_bytes": int(row.fast_bytes), "layout": row.layout, "predicted_s": row.predicted_s})
+    return pd.DataFrame(rows, columns=["capacity_bytes", "layout", "predicted_s"])
+
+
+def best_at(curve: pd.DataFrame, capacity_bytes: int) -> dict:
+    """The curve's best layout that fits in the capacity."""
+    fits = curve[curve["capacity_bytes"] <= capacity_bytes]
+    return fits.iloc[-1].to_dict()
+
+
+def cache_curve(queries: list[TracedQuery], caches: list[pd.DataFrame], curve: pd.DataFrame) -> pd.DataFrame:
+    """At each capacity the cache was simulated for (cost_model.cache_costs of each query, in the same order):
+    the workload's predicted time with the fast tier as an LRU cache, its hit share, the best placement's time
+    there, and which of the two is faster."""
+    rows = []
+    for capacity in sorted(set.intersection(*(set(c["capacity_bytes"]) for c in caches))):
+        cached = hits = requests = 0.0
+        for q, cache in zip(queries, caches, strict=True):
+            (row,) = cache[cache["capacity_bytes"] == capacity].to_dict("records")
+            cached += q.weight * q.predict_s(row["latency_sum_us"])
+            hits += row["hits"]
+            requests += row["requests"]
+        placed = best_at(curve, capacity)
+        rows.append({"capacity_bytes": capacity, "cache_predicted_s": cached,
+                     "cache_hit_pct": 100.0 * hits / requests if requests else float("nan"),
+                     "placement_layout": placed["layout"], "placement_predicted_s": placed["predicted_s"],
+                     "verdict": "cache" if cached < placed["predicted_s"] else "placement"})
+    return pd.DataFrame(rows, columns=["capacity_bytes", "cache_predicted_s", "cache_hit_pct", "placement_layout",
+                                       "placement_predicted_s", "verdict"])
+
+
+def migration(table_bytes: dict[str, int], start: dict[str, str], end: dict[str, str],
+              bytes_per_s: dict[tuple[str, str], float]) -> dict:
+    """The tables that change tier from one layout to another, their bytes, and the time to copy them at the
+    slower of the source's read and the target's sustained write bandwidth."""
+    moved = sorted(t for t in table_bytes if start[t] != end[t])
+    seconds = sum(table_bytes[t] / bytes_per_s[(start[t], end[t])] for t in moved)
+    return {"tables": moved, "bytes": sum(table_bytes[t] for t in moved), "predicted_s": seconds}
+
+
+ASSUMPTIONS = [
+    "each request is re-costed by the emulator's device model at the time it was dispatched in the traced run",
+    "a query's non-I/O time (elapsed minus the time with a request in flight) does not depend on placement",
+    "a query's I/O time scales with the model's latency sum of its requests (the in-flight depth stays as traced)",
+    "each tier's requests are replayed together, so tables sharing a device interfere as in the model",
+    "requests no table owns (logs, temporary files) stay on the tier they were traced on",
+    "the cache is an ideal LRU of pages, empty when each query starts; hits cost the fast tier, misses and writes "
+    "the capacity tier; filling it costs nothing",
+    "migration copies each moved table at the slower of the source's read and the target's sustained write rate",
+]
+
+
+def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataFrame, cache: pd.DataFrame,
+            best: dict, moved: dict, capacity_bytes: int, traced_layout: str, from_layout: str) -> dict:
+    """recommend's answer: the layout, its evidence (runs, queries, predicted and traced times), the curves."""
+    traced = predicted[predicted["layout"] == traced_layout]["predicted_s"].iloc[0]
+    (at,) = cache[cache["capacity_bytes"] == capacity_bytes].to_dict("records")
+    return {
+        "fast_capacity_bytes": capacity_bytes,
+        "layout": best["layout"], "fast_bytes": int(predicted.loc[predicted["layout"] == best["layout"], "fast_bytes"].iloc[0]),
+        "predicted_s": best["predicted_s"],
+        "traced_layout": traced_layout, "traced_s": sum(q.weight * q.elapsed_s for q in queries),
+        "traced_predicted_s": traced,
+        "verdict": at["verdict"], "cache_predicted_s": at["cache_predicted_s"], "cache_hit_pct": at["cache_hit_pct"],
+        "migration": {"from_layout": from_layout, **moved},
+        "evidence": [{"run_id": q.run_id, "query": q.query, "weight": q.weight, "elapsed_s": q.elapsed_s,
+                      "io_s": q.io_s} for q in queries],
+        "capacity_curve": curve.to_dict("records"),
+        "cache_curve": cache.to_dict("records"),
+        "assumptions": ASSUMPTIONS,
+    }
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def format_summary(result: dict) -> str:
+    """recommend's answer as text: the advice, then the two curves."""
+    runs = sorted({e["run_id"] for e in result["evidence"]})
+    lines = [
+        f"With {_size(result['fast_capacity_bytes'])} of fast tier: layout {result['layout']} "
+        f"({_size(result['fast_bytes'])}), predicted {result['predicted_s']:.3f} s "
+        f"(traced {result['traced_layout']}: {result['traced_s']:.3f} s).",
+        f"The fast tier as an LRU cache of that size: predicted {result['cache_predicted_s']:.3f} s "
+        f"({result['cache_hit_pct']:.1f}% of requests hit): {result['verdict']} is faster.",
+        f"Migration from {result['migration']['from_layout']}: {', '.join(result['migration']['tables']) or 'nothing'} "
+        f"({_size(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
+        f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
+        "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
+    ]
+    lines += [f"{_size(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}" for r in result["capacity_curve"]]
+    lines += ["", f"{'capacity':>12}  {'placement_s':>11} {'cache_s':>9} {'hit %':>6}  verdict"]
+    lines += [f"{_size(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['cache_predicted_s']:>9.3f} "
+              f"{r['cache_hit_pct']:>6.1f}  {r['verdict']}" for r in result["cache_curve"]]
+    lines += ["", "Assumptions:"] + [f"- {a}" for a in result["assumptions"]]
+    return "\n".join(lines)

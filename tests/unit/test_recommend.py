@@ -1,0 +1,67 @@
+"""Placement advice from the model's costs: predictions, the capacity curve, cache against placement, migration."""
+
+import pandas as pd
+import pytest
+
+from tierlab import recommend
+from tierlab.layout import CAPACITY, FAST, parse_layout
+
+MIB = 1 << 20
+SIZES = {"customer": 2 * MIB, "lineitem": 60 * MIB, "nation": 0, "orders": 15 * MIB, "part": 2 * MIB,
+         "partsupp": 10 * MIB, "region": 0, "supplier": MIB}
+
+
+def q03(weight: float = 1.0) -> recommend.TracedQuery:
+    """Traced under C+O: 10 s elapsed, 8 s of it with I/O in flight; the model's latency sums per split."""
+    costs = {frozenset(): 1000.0, frozenset({"customer"}): 990.0, frozenset({"orders"}): 600.0,
+             frozenset({"lineitem"}): 700.0, frozenset({"customer", "orders"}): 500.0,
+             frozenset({"customer", "lineitem"}): 690.0, frozenset({"orders", "lineitem"}): 300.0,
+             frozenset({"customer", "orders", "lineitem"}): 250.0}
+    return recommend.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O"), costs)
+
+
+def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time():
+    query = q03()
+    assert query.predict_s(query.latency_sum_us(parse_layout("C+O"))) == 10.0
+    # 2 s without I/O, and 8 s of I/O scaled by 1000 / 500
+    assert query.predict_s(query.latency_sum_us(parse_layout("None"))) == 18.0
+    # tables the query does not read change nothing
+    assert query.latency_sum_us(parse_layout("O+L+PS+P")) == 300.0
+
+
+def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():
+    predicted = recommend.predict_layouts([q03()], recommend.all_layouts(SIZES), "tpch")
+    assert len(predicted) == 256
+    curve = recommend.capacity_curve(predicted)
+    # None at 0 B is as good as N+R (0 B too) and comes first; O beats C+O's larger footprint until L fits
+    assert curve.to_dict("records") == [
+        {"capacity_bytes": 0, "layout": "None", "predicted_s": 18.0},
+        {"capacity_bytes": 2 * MIB, "layout": "C", "predicted_s": pytest.approx(17.84)},
+        {"capacity_bytes": 15 * MIB, "layout": "O", "predicted_s": pytest.approx(11.6)},
+        {"capacity_bytes": 17 * MIB, "layout": "C+O", "predicted_s": 10.0},
+        {"capacity_bytes": 75 * MIB, "layout": "O+L", "predicted_s": pytest.approx(6.8)},
+        {"capacity_bytes": 77 * MIB, "layout": "C+O+L", "predicted_s": pytest.approx(6.0)},
+    ]
+    assert recommend.best_at(curve, 70 * MIB)["layout"] == "C+O"
+
+
+def test_weights_scale_each_query_s_share_of_the_workload_time():
+    layouts = recommend.all_layouts(SIZES)
+    once = recommend.predict_layouts([q03()], layouts, "tpch")["predicted_s"]
+    assert recommend.predict_layouts([q03(weight=3.0)], layouts, "tpch")["predicted_s"].tolist() == \
+        pytest.approx((3 * once).tolist())
+
+
+def test_the_cache_wins_where_its_predicted_time_is_below_the_best_placement_s():
+    curve = recommend.capacity_curve(recommend.predict_layouts([q03()], recommend.all_layouts(SIZES), "tpch"))
+    cache = pd.DataFrame({"capacity_bytes": [2 * MIB, 17 * MIB], "hits": [10, 80], "requests": [100, 100],
+                          "latency_sum_us": [400.0, 600.0]})
+    rows = recommend.cache_curve([q03()], [cache], curve).to_dict("records")
+    assert [(r["capacity_bytes"], r["cache_predicted_s"], r["cache_hit_pct"], r["placement_layout"], r["verdict"])
+            for r in rows] == [(2 * MIB, 8.4, 10.0, "C", "cache"), (17 * MIB, 11.6, 80.0, "C+O", "placement")]
+
+
+def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate():
+    rates = {(CAPACITY, FAST): 100.0 * MIB, (FAST, CAPACITY): 50.0 * MIB}
+    moved = recommend.migration(SIZES, parse_layout("C+O"), parse_layout("O+L"), rates)
+    assert moved == {"tables": ["customer", "lineitem"], "bytes": 62 * MIB, "predicted_s": 0.6 + 0.04}
