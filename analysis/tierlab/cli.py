@@ -187,14 +187,18 @@ def _recommend(args) -> None:
     moved = recommend.migration(table_bytes, start, parse_layout(best["layout"], workload), rates)
     result = recommend.summary(queries, predicted, curve, cache, best, moved, capacity, first["layout"]["name"],
                                args.from_layout or first["layout"]["name"])
+    text = recommend.format_summary(result)
     if args.out:
+        from .report import write_recommend_report
+
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "recommend.json").write_text(json.dumps(result, indent=1))
         predicted.to_csv(out / "layouts.csv", index=False, float_format="%.6g")
         curve.to_csv(out / "capacity_curve.csv", index=False, float_format="%.6g")
         cache.to_csv(out / "cache_curve.csv", index=False, float_format="%.6g")
-    print(json.dumps(result, indent=1) if args.json else recommend.format_summary(result))
+        write_recommend_report(out, result, text)
+    print(json.dumps(result, indent=1) if args.json else text)
 
 
 def _trace_stats(args) -> None:

@@ -277,3 +277,34 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
     (out_dir / "summary.md").write_text(f"# {title}\n\n## Elapsed seconds\n\n{_md_table(times.reset_index())}\n\n"
                                         f"## Side by side\n\n{_md_table(side.sort_values(['query', 'run']))}\n")
     return [out_dir / "report.html", out_dir / "summary.md", out_dir / "compare.csv"]
+
+
+def plot_capacity_curves(result: dict) -> str:
+    """The best placement's and the LRU cache's predicted time against the fast tier's capacity."""
+    curve, cache = pd.DataFrame(result["capacity_curve"]), pd.DataFrame(result["cache_curve"])
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.step(curve["capacity_bytes"] / 2**20, curve["predicted_s"], where="post", marker="o", label="best placement")
+    for row in curve.itertuples(index=False):
+        ax.annotate(row.layout, (row.capacity_bytes / 2**20, row.predicted_s), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.plot(cache["capacity_bytes"] / 2**20, cache["cache_predicted_s"], marker="s", label="LRU block cache")
+    ax.axvline(result["fast_capacity_bytes"] / 2**20, color="#999", linestyle=":", label="capacity asked")
+    ax.set_xlabel("fast tier (MiB)")
+    ax.set_ylabel("predicted workload time (s)")
+    ax.legend(fontsize=8)
+    ax.set_title("Placement against caching, by fast-tier capacity")
+    return _svg(fig)
+
+
+def write_recommend_report(out_dir: Path, result: dict, summary_text: str) -> Path:
+    """recommend's answer as a page: the advice, the curves plotted and tabled, the evidence, the assumptions."""
+    evidence = pd.DataFrame(result["evidence"])
+    sections = [f"<pre>{html.escape(summary_text.split(chr(10) + chr(10))[0])}</pre>", plot_capacity_curves(result),
+                "<h2>Capacity curve</h2>", _html_table(pd.DataFrame(result["capacity_curve"])),
+                "<h2>Placement against caching</h2>", _html_table(pd.DataFrame(result["cache_curve"])),
+                "<h2>Evidence</h2>", _html_table(evidence),
+                "<h2>Assumptions</h2><ul>" + "".join(f"<li>{html.escape(a)}</li>" for a in result["assumptions"]) + "</ul>"]
+    path = out_dir / "report.html"
+    path.write_text(_page(f"tierlab recommend: {result['layout']} for {result['fast_capacity_bytes'] / 2**20:.0f} MiB "
+                          "of fast tier", sections))
+    return path

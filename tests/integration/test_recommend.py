@@ -59,3 +59,14 @@ def test_weights_for_a_query_the_run_did_not_trace_are_refused(layout_runs):
     done = recommend(str(layout_runs["C+O"]["dir"]), "--fast-capacity", "12M", "--weights", "q05=1")
     assert done.returncode != 0
     assert "tierlab recommend: --weights: 'q05' is not a traced query of these runs; they have q01, q03" in done.stderr
+
+
+def test_out_writes_the_answer_the_layouts_the_curves_and_a_page_with_them_plotted(advice):
+    result, out = advice
+    assert sorted(p.name for p in out.iterdir()) == [
+        "cache_curve.csv", "capacity_curve.csv", "layouts.csv", "recommend.json", "report.html"]
+    assert json.loads((out / "recommend.json").read_text()) == result
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 1
+    assert "Placement against caching, by fast-tier capacity" in page
+    assert f"<h1>tierlab recommend: {result['layout']} for 12 MiB of fast tier</h1>" in page
