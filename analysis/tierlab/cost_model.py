@@ -16,10 +16,10 @@ How a query's time follows (docs/recommend.md states the same for users):
 - a table moved to the other tier keeps its offsets, apart from the other device's (no collisions);
 - requests no table owns (`other`: logs, temporary files) stay on the tier they were traced on.
 
-The block cache is an ideal LRU of pages, empty when each query starts (its runs are cold): a read request
-is a hit when every page it covers is in the cache, which an LRU of C pages holds exactly when the page's
-reuse distance (distinct pages read since its last read) is below C. Hits cost the fast profile, misses and
-writes the capacity profile; filling the cache costs nothing.
+The block cache is an LRU of pages on the fast tier, empty when each query starts (its runs are cold), in
+two policies (CACHE_POLICIES): ideal, and admitting as dm-cache and bcache do. A read request is a hit when
+every page it covers is in the cache. Hits cost the fast profile, misses and writes the capacity profile;
+filling the cache costs nothing.
 """
 
 import io
@@ -38,8 +38,6 @@ SECTOR_BYTES = 512
 OTHER = "other"
 # a query reading more tables than this has too many splits between the tiers to replay each
 MAX_TABLES_READ = 10
-# reuse distance of a page's first read: no cache holds it
-NEVER = np.iinfo(np.int64).max
 
 
 def replay(profile_file: Path, at_us: np.ndarray, writes: np.ndarray, offset_bytes: np.ndarray,
@@ -107,76 +105,118 @@ def layout_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: d
     return {fast: latency_sum_us(reads, _roles(reads, fast, tier_roles), profiles, dilation) for fast in splits}
 
 
+# block cache policies: (the access of a page that admits it, whether sequential requests bypass the cache)
+CACHE_POLICIES = {
+    # an ideal LRU: every page read is admitted, the most hits a cache of that size can get
+    "lru": (1, False),
+    # as dm-cache and bcache admit: a page is promoted on its second access, and requests of a sequential
+    # stream bypass the cache (bcache's sequential cutoff, here at the block-level proxy's first continuation)
+    "admitting": (2, True),
+}
+
+
 @numba.njit(cache=True)
-def _reuse_distances(pages: np.ndarray) -> np.ndarray:
-    """For each access, the distinct pages accessed since the previous access of its page (NEVER the first
-    time): a Fenwick tree over access times marks each page's latest access."""
-    n = len(pages)
-    tree = np.zeros(n + 1, dtype=np.int64)
-    last = np.full(pages.max() + 1 if n else 0, -1, dtype=np.int64)
-    distance = np.empty(n, dtype=np.int64)
-    for t in range(n):
-        page = pages[t]
-        before = last[page]
-        if before < 0:
-            distance[t] = NEVER
-        else:
-            # marks in (before, t): sum(t) - sum(before + 1)
-            total, i = 0, t
-            while i > 0:
-                total += tree[i]
-                i -= i & -i
-            i = before + 1
-            while i > 0:
-                total -= tree[i]
-                i -= i & -i
-            distance[t] = total
-            i = before + 1
-            while i <= n:
-                tree[i] -= 1
-                i += i & -i
-        i = t + 1
-        while i <= n:
-            tree[i] += 1
-            i += i & -i
-        last[page] = t
-    return distance
+def _heap_push(times, pages, size, t, page):
+    i = size
+    times[i], pages[i] = t, page
+    while i > 0 and times[(i - 1) // 2] > times[i]:
+        parent = (i - 1) // 2
+        times[i], times[parent] = times[parent], times[i]
+        pages[i], pages[parent] = pages[parent], pages[i]
+        i = parent
+    return size + 1
 
 
-def request_reuse_pages(requests: pd.DataFrame, page_bytes: int) -> np.ndarray:
-    """Per request (heads, in dispatch order): the largest reuse distance among the pages it reads, so that
-    an LRU cache of C pages serves it whole exactly when this is below C. Writes get NEVER (they go to the
-    capacity tier) but their pages count as accessed: a write-through cache keeps them."""
+@numba.njit(cache=True)
+def _heap_pop(times, pages, size):
+    t, page = times[0], pages[0]
+    size -= 1
+    times[0], pages[0] = times[size], pages[size]
+    i = 0
+    while True:
+        low, left, right = i, 2 * i + 1, 2 * i + 2
+        if left < size and times[left] < times[low]:
+            low = left
+        if right < size and times[right] < times[low]:
+            low = right
+        if low == i:
+            return t, page, size
+        times[i], times[low] = times[low], times[i]
+        pages[i], pages[low] = pages[low], pages[i]
+        i = low
+
+
+@numba.njit(cache=True)
+def _cache_hits(pages, owner, requests, bypass, capacity_pages, admit_on):
+    """Per request: whether an LRU cache of capacity_pages, empty at first, served every page it accessed. A
+    page is admitted on its admit_on-th access, unless its request bypasses the cache; the least recently
+    used page is evicted for it. Stale heap entries (pages used again since) are skipped when evicting."""
+    seen = np.zeros(pages.max() + 1 if len(pages) else 0, dtype=np.int64)
+    cached = np.zeros(len(seen), dtype=np.bool_)
+    last_use = np.zeros(len(seen), dtype=np.int64)
+    heap_times = np.empty(len(pages), dtype=np.int64)
+    heap_pages = np.empty(len(pages), dtype=np.int64)
+    size = used = 0
+    hit = np.ones(requests, dtype=np.bool_)
+    for t in range(len(pages)):
+        page, request = pages[t], owner[t]
+        seen[page] += 1
+        if cached[page]:
+            last_use[page] = t
+            size = _heap_push(heap_times, heap_pages, size, t, page)
+            continue
+        hit[request] = False
+        if bypass[request] or seen[page] < admit_on or capacity_pages == 0:
+            continue
+        if used == capacity_pages:
+            while True:
+                stamp, victim, size = _heap_pop(heap_times, heap_pages, size)
+                if cached[victim] and last_use[victim] == stamp:
+                    cached[victim] = False
+                    used -= 1
+                    break
+        cached[page] = True
+        last_use[page] = t
+        used += 1
+        size = _heap_push(heap_times, heap_pages, size, t, page)
+    return hit
+
+
+def request_pages(requests: pd.DataFrame, page_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each page access of the requests in order, as (a number per device and page, the request's index)."""
     device_code = pd.factorize(requests["device"])[0].astype(np.int64)
     first = requests["sector"].to_numpy() * SECTOR_BYTES // page_bytes
     last = ((requests["sector"].to_numpy() + requests["request_size_sectors"].to_numpy()) * SECTOR_BYTES - 1) // page_bytes
     counts = (last - first + 1).astype(np.int64)
     owner = np.repeat(np.arange(len(requests)), counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    page = first[owner] + offsets
-    # one number per (device, page)
+    page = first[owner] + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     keys = page * (device_code.max() + 1 if len(device_code) else 1) + device_code[owner]
-    dense = np.unique(keys, return_inverse=True)[1].astype(np.int64)
-    distance = _reuse_distances(dense)
-    worst = np.zeros(len(requests), dtype=np.int64)
-    np.maximum.at(worst, owner, distance)
-    worst[(requests["op"] == "W").to_numpy()] = NEVER
-    return worst
+    return np.unique(keys, return_inverse=True)[1].astype(np.int64), owner
+
+
+def cache_hits(requests: pd.DataFrame, page_bytes: int, capacity_bytes: int, policy: str) -> np.ndarray:
+    """Per request (heads, in dispatch order): served whole by a cache of the policy on the fast tier. The
+    cache is read-only: writes go to the capacity tier and admit nothing (a cached page they write is kept
+    current)."""
+    admit_on, sequential_bypass = CACHE_POLICIES[policy]
+    pages, owner = request_pages(requests, page_bytes)
+    writes = (requests["op"] == "W").to_numpy()
+    bypass = writes | (requests["sequential"].to_numpy(dtype=bool) & sequential_bypass)
+    return _cache_hits(pages, owner, len(requests), bypass, capacity_bytes // page_bytes, admit_on) & ~writes
 
 
 def cache_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: dict[str, Path], dilation: float,
                 page_bytes: int, capacities_bytes: list[int]) -> pd.DataFrame:
-    """Per capacity: the table requests a cold LRU cache of that size on the fast tier serves whole (hits),
-    and the model's latency sum with the hits replayed on the fast profile and the rest on the capacity
-    profile (`other` where it was traced)."""
+    """Per capacity and cache policy: the table requests a cold read-only cache of that size on the fast tier
+    serves whole (hits), and the model's latency sum with the hits replayed on the fast profile and the rest
+    on the capacity profile (`other` where it was traced)."""
     reads = heads(requests)
-    worst = request_reuse_pages(reads, page_bytes)
     placeable = (reads["object"] != OTHER).to_numpy()
     traced = reads["tier"].map(tier_roles).to_numpy()
     rows = []
-    for capacity in capacities_bytes:
-        hit = placeable & (worst < capacity // page_bytes)
+    for capacity, policy in product(capacities_bytes, CACHE_POLICIES):
+        hit = placeable & cache_hits(reads, page_bytes, capacity, policy)
         roles = np.where(placeable, np.where(hit, "fast", "capacity"), traced)
-        rows.append({"capacity_bytes": capacity, "hits": int(hit.sum()), "requests": int(placeable.sum()),
-                     "latency_sum_us": latency_sum_us(reads, roles, profiles, dilation)})
-    return pd.DataFrame(rows, columns=["capacity_bytes", "hits", "requests", "latency_sum_us"])
+        rows.append({"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()),
+                     "requests": int(placeable.sum()), "latency_sum_us": latency_sum_us(reads, roles, profiles, dilation)})
+    return pd.DataFrame(rows, columns=["capacity_bytes", "policy", "hits", "requests", "latency_sum_us"])

@@ -80,23 +80,25 @@ def best_at(curve: pd.DataFrame, capacity_bytes: int) -> dict:
 
 def cache_curve(queries: list[TracedQuery], caches: list[pd.DataFrame], curve: pd.DataFrame) -> pd.DataFrame:
     """At each capacity the cache was simulated for (cost_model.cache_costs of each query, in the same order):
-    the workload's predicted time with the fast tier as an LRU cache, its hit share, the best placement's time
-    there, and which of the two is faster."""
+    the workload's predicted time and hit share with the fast tier as a cache of each policy, the best
+    placement's time there, and the verdict: `cache` where the admitting cache (what dm-cache and bcache do)
+    is faster than the best placement, else `placement`; the ideal LRU (every page admitted) beside it."""
+    costs = pd.concat([cache.assign(position=i) for i, cache in enumerate(caches)])
     rows = []
-    for capacity in sorted(set.intersection(*(set(c["capacity_bytes"]) for c in caches))):
-        cached = hits = requests = 0.0
-        for q, cache in zip(queries, caches, strict=True):
-            (row,) = cache[cache["capacity_bytes"] == capacity].to_dict("records")
-            cached += q.weight * q.predict_s(row["latency_sum_us"])
-            hits += row["hits"]
-            requests += row["requests"]
+    for capacity, at in costs.groupby("capacity_bytes", sort=True):
+        if at["position"].nunique() < len(queries):
+            continue
         placed = best_at(curve, capacity)
-        rows.append({"capacity_bytes": capacity, "cache_predicted_s": cached,
-                     "cache_hit_pct": 100.0 * hits / requests if requests else float("nan"),
-                     "placement_layout": placed["layout"], "placement_predicted_s": placed["predicted_s"],
-                     "verdict": "cache" if cached < placed["predicted_s"] else "placement"})
-    return pd.DataFrame(rows, columns=["capacity_bytes", "cache_predicted_s", "cache_hit_pct", "placement_layout",
-                                       "placement_predicted_s", "verdict"])
+        row = {"capacity_bytes": capacity, "placement_layout": placed["layout"],
+               "placement_predicted_s": placed["predicted_s"]}
+        for policy, mine in at.groupby("policy", sort=False):
+            row[f"{policy}_predicted_s"] = sum(queries[r.position].weight * queries[r.position].predict_s(r.latency_sum_us)
+                                               for r in mine.itertuples(index=False))
+            requests = mine["requests"].sum()
+            row[f"{policy}_hit_pct"] = 100.0 * mine["hits"].sum() / requests if requests else float("nan")
+        row["verdict"] = "cache" if row["admitting_predicted_s"] < placed["predicted_s"] else "placement"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def migration(table_bytes: dict[str, int], start: dict[str, str], end: dict[str, str],
@@ -114,8 +116,9 @@ ASSUMPTIONS = [
     "a query's I/O time scales with the model's latency sum of its requests (the in-flight depth stays as traced)",
     "each tier's requests are replayed together, so tables sharing a device interfere as in the model",
     "requests no table owns (logs, temporary files) stay on the tier they were traced on",
-    "the cache is an ideal LRU of pages, empty when each query starts; hits cost the fast tier, misses and writes "
-    "the capacity tier; filling it costs nothing",
+    "the cache is read-only and empty when each query starts: an ideal LRU of pages (every page admitted), and one that "
+    "admits a page on its second access and lets sequential requests bypass it, as dm-cache and bcache do; hits "
+    "cost the fast tier, misses and writes the capacity tier; filling it costs nothing",
     "migration copies each moved table at the slower of the source's read and the target's sustained write rate",
 ]
 
@@ -131,7 +134,8 @@ def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataF
         "predicted_s": best["predicted_s"],
         "traced_layout": traced_layout, "traced_s": sum(q.weight * q.elapsed_s for q in queries),
         "traced_predicted_s": traced,
-        "verdict": at["verdict"], "cache_predicted_s": at["cache_predicted_s"], "cache_hit_pct": at["cache_hit_pct"],
+        "verdict": at["verdict"], "cache_predicted_s": at["admitting_predicted_s"],
+        "cache_hit_pct": at["admitting_hit_pct"], "lru_predicted_s": at["lru_predicted_s"],
         "migration": {"from_layout": from_layout, **moved},
         "evidence": [{"run_id": q.run_id, "query": q.query, "weight": q.weight, "elapsed_s": q.elapsed_s,
                       "io_s": q.io_s} for q in queries],
@@ -152,16 +156,18 @@ def format_summary(result: dict) -> str:
         f"With {_size(result['fast_capacity_bytes'])} of fast tier: layout {result['layout']} "
         f"({_size(result['fast_bytes'])}), predicted {result['predicted_s']:.3f} s "
         f"(traced {result['traced_layout']}: {result['traced_s']:.3f} s).",
-        f"The fast tier as an LRU cache of that size: predicted {result['cache_predicted_s']:.3f} s "
-        f"({result['cache_hit_pct']:.1f}% of requests hit): {result['verdict']} is faster.",
+        f"The fast tier as a block cache of that size (admitting as dm-cache and bcache do): predicted "
+        f"{result['cache_predicted_s']:.3f} s ({result['cache_hit_pct']:.1f}% of requests hit; an ideal LRU "
+        f"{result['lru_predicted_s']:.3f} s): {result['verdict']} is faster.",
         f"Migration from {result['migration']['from_layout']}: {', '.join(result['migration']['tables']) or 'nothing'} "
         f"({_size(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
         f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
     ]
     lines += [f"{_size(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}" for r in result["capacity_curve"]]
-    lines += ["", f"{'capacity':>12}  {'placement_s':>11} {'cache_s':>9} {'hit %':>6}  verdict"]
-    lines += [f"{_size(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['cache_predicted_s']:>9.3f} "
-              f"{r['cache_hit_pct']:>6.1f}  {r['verdict']}" for r in result["cache_curve"]]
+    lines += ["", f"{'capacity':>12}  {'placement_s':>11} {'cache_s':>9} {'hit %':>6} {'lru_s':>9} {'hit %':>6}  verdict"]
+    lines += [f"{_size(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['admitting_predicted_s']:>9.3f} "
+              f"{r['admitting_hit_pct']:>6.1f} {r['lru_predicted_s']:>9.3f} {r['lru_hit_pct']:>6.1f}  {r['verdict']}"
+              for r in result["cache_curve"]]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in result["assumptions"]]
     return "\n".join(lines)

@@ -287,7 +287,10 @@ def plot_capacity_curves(result: dict) -> str:
     for row in curve.itertuples(index=False):
         ax.annotate(row.layout, (row.capacity_bytes / 2**20, row.predicted_s), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
-    ax.plot(cache["capacity_bytes"] / 2**20, cache["cache_predicted_s"], marker="s", label="LRU block cache")
+    ax.plot(cache["capacity_bytes"] / 2**20, cache["admitting_predicted_s"], marker="s",
+            label="block cache (admitting as dm-cache, bcache)")
+    ax.plot(cache["capacity_bytes"] / 2**20, cache["lru_predicted_s"], marker="^", linestyle="--",
+            label="ideal LRU cache (every page admitted)")
     ax.axvline(result["fast_capacity_bytes"] / 2**20, color="#999", linestyle=":", label="capacity asked")
     ax.set_xlabel("fast tier (MiB)")
     ax.set_ylabel("predicted workload time (s)")

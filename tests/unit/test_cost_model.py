@@ -2,7 +2,6 @@
 
 import subprocess
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -16,10 +15,19 @@ NAND_RANDOM_4K_US = 88.6 + 4096 / 3000
 OPTANE_4K_US = 8.4 + 4096 / 2500
 
 
-def window(rows: list[tuple[float, str, str, int, int]]) -> pd.DataFrame:
+def window(rows: list[tuple[float, str, str, int, int]], sequential: list[bool] | None = None) -> pd.DataFrame:
     """Requests of one query window: (ts_s, object, op, sector, sectors), traced on nand (device 7:1)."""
     frame = pd.DataFrame(rows, columns=["ts_s", "object", "op", "sector", "request_size_sectors"])
-    return frame.assign(device="7:1", tier="nand", piece=0)
+    return frame.assign(device="7:1", tier="nand", piece=0, sequential=sequential or [False] * len(frame))
+
+
+def page_reads(pages: list[int]) -> pd.DataFrame:
+    """One 16 KiB read per page, in order."""
+    return window([(t, "a", "R", page * 32, 32) for t, page in enumerate(pages)])
+
+
+# STUDY's page sequence p1 p3 p4 p3 p1 p4 p5 p3
+STUDY_PAGES = [1, 3, 4, 3, 1, 4, 5, 3]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -27,19 +35,31 @@ def emulator():
     subprocess.run(["make", "-s", "-C", str(cost_model.EMULATOR.parent)], check=True)
 
 
-def test_reuse_distance_counts_the_distinct_pages_since_a_page_s_last_access():
-    # STUDY's page sequence p1 p3 p4 p3 p1 p4 p5 p3
-    distances = cost_model._reuse_distances(np.array([1, 3, 4, 3, 1, 4, 5, 3]))
-    never = cost_model.NEVER
-    assert distances.tolist() == [never, never, never, 1, 2, 2, never, 3]
+@pytest.mark.parametrize(("capacity_pages", "hits"), [
+    (2, [False, False, False, True, False, False, False, False]),
+    (3, [False, False, False, True, True, True, False, False]),
+])
+def test_an_lru_cache_serves_a_page_read_again_before_it_is_the_least_recently_used(capacity_pages, hits):
+    assert cost_model.cache_hits(page_reads(STUDY_PAGES), 16384, capacity_pages * 16384, "lru").tolist() == hits
 
 
-def test_a_request_is_served_by_the_cache_only_when_every_page_it_reads_is_there():
-    # 16 KiB pages: the second request reads pages 0 and 1; page 1 was never read before it
+def test_an_admitting_cache_takes_a_page_on_its_second_access_only():
+    assert cost_model.cache_hits(page_reads(STUDY_PAGES), 16384, 3 * 16384, "admitting").tolist() == [
+        False, False, False, False, False, False, False, True]
+
+
+def test_an_admitting_cache_lets_sequential_requests_bypass_it():
+    requests = window([(t, "a", "R", 0, 32) for t in range(4)], sequential=[False, True, True, False])
+    # the second access (sequential) does not admit page 0; the fourth (the third access) does, too late to hit
+    assert cost_model.cache_hits(requests, 16384, 16384, "admitting").tolist() == [False, False, False, False]
+    assert cost_model.cache_hits(requests, 16384, 16384, "lru").tolist() == [False, True, True, True]
+
+
+def test_a_request_hits_only_when_every_page_it_reads_is_cached_and_writes_never_hit():
+    # 16 KiB pages: the second request reads pages 0 and 1, and page 1 was never read before it
     requests = window([(0.0, "t", "R", 0, 32), (0.1, "t", "R", 0, 64), (0.2, "t", "R", 32, 32),
                        (0.3, "t", "W", 0, 32)])
-    assert cost_model.request_reuse_pages(requests, 16384).tolist() == [
-        cost_model.NEVER, cost_model.NEVER, 0, cost_model.NEVER]
+    assert cost_model.cache_hits(requests, 16384, 4 * 16384, "lru").tolist() == [False, False, True, False]
 
 
 def test_a_table_s_lone_random_reads_cost_the_profile_of_the_tier_the_split_puts_it_on():
@@ -54,11 +74,14 @@ def test_a_table_s_lone_random_reads_cost_the_profile_of_the_tier_the_split_puts
     assert costs[frozenset({"a", "b"})] == pytest.approx(4 * OPTANE_4K_US + NAND_RANDOM_4K_US, abs=0.01)
 
 
-def test_the_cache_serves_re_reads_from_the_fast_tier_once_they_fit():
-    # page 0 read, then two other pages, then page 0 again: a hit from 3 pages (48 KiB) of cache up
+def test_the_cache_s_hits_are_replayed_on_the_fast_profile_once_they_fit():
+    # page 0 read, then two other pages, then page 0 again: a hit from 3 pages (48 KiB) of LRU cache up
     requests = window([(t, "a", "R", sector, 32) for t, sector in [(0, 0), (1, 1 << 20), (2, 1 << 21), (3, 0)]])
     costs = cost_model.cache_costs(requests, TIER_ROLES, PROFILES, 100.0, 16384, [32768, 49152])
-    assert costs["hits"].tolist() == [0, 1]
-    assert costs["requests"].tolist() == [4, 4]
+    lru = costs[costs["policy"] == "lru"]
+    assert lru["hits"].tolist() == [0, 1]
+    assert lru["requests"].tolist() == [4, 4]
     nand_16k, optane_16k = 88.6 + 16384 / 3000, 8.4 + 16384 / 2500
-    assert costs["latency_sum_us"].tolist() == pytest.approx([4 * nand_16k, 3 * nand_16k + optane_16k], abs=0.01)
+    assert lru["latency_sum_us"].tolist() == pytest.approx([4 * nand_16k, 3 * nand_16k + optane_16k], abs=0.01)
+    # admitted on its second access, page 0 is never read a third time
+    assert costs.loc[costs["policy"] == "admitting", "hits"].tolist() == [0, 0]

@@ -52,13 +52,15 @@ def test_weights_scale_each_query_s_share_of_the_workload_time():
         pytest.approx((3 * once).tolist())
 
 
-def test_the_cache_wins_where_its_predicted_time_is_below_the_best_placement_s():
+def test_the_cache_wins_where_the_admitting_cache_s_predicted_time_is_below_the_best_placement_s():
     curve = recommend.capacity_curve(recommend.predict_layouts([q03()], recommend.all_layouts(SIZES), "tpch"))
-    cache = pd.DataFrame({"capacity_bytes": [2 * MIB, 17 * MIB], "hits": [10, 80], "requests": [100, 100],
-                          "latency_sum_us": [400.0, 600.0]})
+    cache = pd.DataFrame({"capacity_bytes": [2 * MIB, 2 * MIB, 17 * MIB, 17 * MIB],
+                          "policy": ["lru", "admitting"] * 2, "hits": [20, 10, 90, 80], "requests": [100] * 4,
+                          "latency_sum_us": [300.0, 400.0, 550.0, 600.0]})
     rows = recommend.cache_curve([q03()], [cache], curve).to_dict("records")
-    assert [(r["capacity_bytes"], r["cache_predicted_s"], r["cache_hit_pct"], r["placement_layout"], r["verdict"])
-            for r in rows] == [(2 * MIB, 8.4, 10.0, "C", "cache"), (17 * MIB, 11.6, 80.0, "C+O", "placement")]
+    assert [(r["capacity_bytes"], r["admitting_predicted_s"], r["admitting_hit_pct"], r["lru_predicted_s"],
+             r["placement_layout"], r["verdict"]) for r in rows] == [
+        (2 * MIB, 8.4, 10.0, 6.8, "C", "cache"), (17 * MIB, 11.6, 80.0, 10.8, "C+O", "placement")]
 
 
 def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate():
