@@ -106,6 +106,8 @@ def _weights(text: str | None, queries: list[str]) -> dict[str, float]:
             raise StudyInputError(f"--weights: {item!r} is not QUERY=NUMBER (e.g. q03=2)") from None
         if not weights[query] >= 0:
             raise StudyInputError(f"--weights: {item!r}: a weight is a number >= 0")
+    if not any(weights.values()):
+        raise StudyInputError(f"--weights {text!r}: give at least one query a weight above 0")
     return weights
 
 
@@ -128,65 +130,78 @@ def _profiles(text: str | None, tiers: list[dict], scratch: Path) -> dict[str, P
     return profiles
 
 
-def _recommend(args) -> None:
-    capacity = parse_bytes("--fast-capacity", args.fast_capacity)
-    runs = [(Path(d), read_manifest(Path(d))) for d in args.run_dirs]
-    untraced = [str(run_dir) for run_dir, m in runs if not m["study"].get("trace")]
-    if untraced:
-        raise RunDirError(f"{untraced[0]} ran its queries untraced (trace=false); recommend needs traced runs")
-    first = runs[0][1]
-    for run_dir, m in runs[1:]:
+def _recommend_runs(run_dirs: list[str]) -> list[tuple[Path, dict]]:
+    """The runs to recommend from, each with its manifest: traced, of one engine and workload, on the same tiers."""
+    runs = [(Path(d), read_manifest(Path(d))) for d in run_dirs]
+    first_dir, first = runs[0]
+    for run_dir, m in runs:
+        if not m["study"].get("trace"):
+            raise RunDirError(f"{run_dir} ran its queries untraced (trace=false); recommend needs traced runs")
         for key in ("engine", "workload"):
             if (m[key].get("name"), m[key].get("scale_factor")) != (first[key].get("name"), first[key].get("scale_factor")):
-                raise RunDirError(f"{run_dir} ran another {key} than {runs[0][0]}; recommend one engine's one workload")
+                raise RunDirError(f"{run_dir} ran another {key} than {first_dir}; recommend one engine's one workload")
         if [t.get("profile") for t in m["tiers"]] != [t.get("profile") for t in first["tiers"]]:
-            raise RunDirError(f"{run_dir} ran on other tiers than {runs[0][0]}; recommend from runs on the same tiers")
+            raise RunDirError(f"{run_dir} ran on other tiers than {first_dir}; recommend from runs on the same tiers")
+    return runs
+
+
+def _window(run_dir: Path, m: dict, row: dict) -> tuple[pd.DataFrame, dict[str, str], float]:
+    """A traced query's requests with each object named by its table (`other` for none), the tiers' roles by
+    name, and the run's dilation."""
+    object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
+    requests = read_requests(run_dir, row["query"], int(row["try"]))
+    requests["object"] = requests["object"].map(object_table).fillna(cost_model.OTHER)
+    return requests, {t["name"]: t["role"] for t in m["tiers"]}, tiers_dilation(m["tiers"]) or 1.0
+
+
+def _recommend(args) -> None:
+    capacity = parse_bytes("--fast-capacity", args.fast_capacity)
+    runs = _recommend_runs(args.run_dirs)
+    first = runs[0][1]
     workload = first["workload"]["name"]
+    from_layout = args.from_layout or first["layout"]["name"]
+    start = parse_layout(from_layout, workload)
     table_bytes = {t: int(v["size_bytes"]) for t, v in first["layout"]["tables"].items()}
-    traced_queries = []
-    for run_dir, m in runs:
-        rows = read_table(run_dir, "queries")
-        for row in rows[rows["status"] == "ok"].to_dict("records"):
-            traced_queries.append((run_dir, m, row))
-    names = [row["query"] for _, _, row in traced_queries]
+    traced = [(run_dir, m, row) for run_dir, m in runs
+              for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records")]
+    names = [row["query"] for _, _, row in traced]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise RunDirError(f"query {repeated[0]} was traced in more than one of these runs (or tries); give each query once")
     weights = _weights(args.weights, names)
+    traced = [t for t in traced if weights.get(t[2]["query"], 0) > 0]
     with tempfile.TemporaryDirectory() as scratch:
         profiles = _profiles(args.profiles, first["tiers"], Path(scratch))
-        started, queries, windows = time.monotonic(), [], []
-        for number, (run_dir, m, row) in enumerate(traced_queries, 1):
-            if weights.get(row["query"], 0) == 0:
-                continue
-            print(f"[{number}/{len(traced_queries)}] costing {row['query']} ({time.monotonic() - started:.0f} s)",
+        started, queries = time.monotonic(), []
+        for number, (run_dir, m, row) in enumerate(traced, 1):
+            print(f"[{number}/{len(traced)}] costing the layouts of {row['query']} ({time.monotonic() - started:.0f} s)",
                   file=sys.stderr)
-            object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
-            requests = read_requests(run_dir, row["query"], int(row["try"]))
-            requests["object"] = requests["object"].map(object_table).fillna(cost_model.OTHER)
-            tier_roles = {t["name"]: t["role"] for t in m["tiers"]}
-            dilation = tiers_dilation(m["tiers"]) or 1.0
-            traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
+            requests, roles, dilation = _window(run_dir, m, row)
+            placement = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
             queries.append(recommend.TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
-                                                 row["io_time_s"], traced,
-                                                 cost_model.layout_costs(requests, tier_roles, profiles, dilation)))
-            windows.append((requests, tier_roles, dilation, int(read_table(run_dir, "parameters")["page_size_bytes"][0])))
+                                                 row["io_time_s"], placement,
+                                                 cost_model.layout_costs(requests, roles, profiles, dilation)))
         predicted = recommend.predict_layouts(queries, recommend.all_layouts(table_bytes), workload)
         curve = recommend.capacity_curve(predicted)
         capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity})
-        caches = [cost_model.cache_costs(requests, roles, profiles, dilation, page_bytes, capacities)
-                  for requests, roles, dilation, page_bytes in windows]
+        caches = []
+        # a second pass, so that memory holds one query's requests at a time
+        for number, (run_dir, m, row) in enumerate(traced, 1):
+            print(f"[{number}/{len(traced)}] costing the caches of {row['query']} ({time.monotonic() - started:.0f} s)",
+                  file=sys.stderr)
+            requests, roles, dilation = _window(run_dir, m, row)
+            page_bytes = int(read_table(run_dir, "parameters")["page_size_bytes"][0])
+            caches.append(cost_model.cache_costs(requests, roles, profiles, dilation, page_bytes, capacities))
         cache = recommend.cache_curve(queries, caches, curve)
         # in the traced run's time, as the predicted query times are
-        dilation = tiers_dilation(first["tiers"]) or 1.0
+        run_dilation = tiers_dilation(first["tiers"]) or 1.0
         rates = {(src, dst): device_profile.copy_bytes_per_s(device_profile.load(profiles[src]),
-                                                             device_profile.load(profiles[dst])) / dilation
+                                                             device_profile.load(profiles[dst])) / run_dilation
                  for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
     best = recommend.best_at(curve, capacity)
-    start = parse_layout(args.from_layout or first["layout"]["name"], workload)
     moved = recommend.migration(table_bytes, start, parse_layout(best["layout"], workload), rates)
     result = recommend.summary(queries, predicted, curve, cache, best, moved, capacity, first["layout"]["name"],
-                               args.from_layout or first["layout"]["name"])
+                               from_layout)
     text = recommend.format_summary(result)
     if args.out:
         from .report import write_recommend_report
