@@ -31,11 +31,13 @@ import numba
 import numpy as np
 import pandas as pd
 
-from .errors import DeviceProfileError
+from .errors import DeviceProfileError, StudyInputError
 
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator" / "tierlab-emu"
 SECTOR_BYTES = 512
 OTHER = "other"
+# requests from different traced devices never share offsets on the device they are replayed on
+DEVICE_SPAN_BYTES = 1 << 48
 # a query reading more tables than this has too many splits between the tiers to replay each
 MAX_TABLES_READ = 10
 
@@ -68,10 +70,6 @@ def heads(requests: pd.DataFrame) -> pd.DataFrame:
     return requests[requests["piece"] == 0].sort_values("ts_s", kind="stable")
 
 
-# requests from different traced devices never share offsets on the device they are replayed on
-DEVICE_SPAN_BYTES = 1 << 48
-
-
 def _roles(requests: pd.DataFrame, fast_tables: frozenset, tier_roles: dict[str, str]) -> np.ndarray:
     """The role (fast, capacity) each request is served by under a layout: a table's by where the layout puts
     it, `other`'s where it was traced."""
@@ -98,8 +96,8 @@ def layout_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: d
     reads = heads(requests)
     tables = sorted(set(reads["object"]) - {OTHER})
     if len(tables) > MAX_TABLES_READ:
-        raise DeviceProfileError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
-                                 f"at most {MAX_TABLES_READ}")
+        raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
+                              f"recommend takes queries reading at most {MAX_TABLES_READ}")
     splits = [frozenset(t for t, on in zip(tables, bits, strict=True) if on)
               for bits in product([False, True], repeat=len(tables))]
     return {fast: latency_sum_us(reads, _roles(reads, fast, tier_roles), profiles, dilation) for fast in splits}
