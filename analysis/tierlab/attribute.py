@@ -10,7 +10,8 @@ table file is `other`, never dropped.
 import numpy as np
 import pandas as pd
 
-SECTOR_BYTES = 512
+from .metrics import SECTOR_BYTES
+
 OTHER = "other"
 UNKNOWN = "unknown"
 

@@ -24,6 +24,7 @@ filling the cache costs nothing.
 
 import io
 import subprocess
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
@@ -31,11 +32,11 @@ import numba
 import numpy as np
 import pandas as pd
 
+from .attribute import OTHER
 from .errors import DeviceProfileError, StudyInputError
+from .metrics import SECTOR_BYTES
 
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator" / "tierlab-emu"
-SECTOR_BYTES = 512
-OTHER = "other"
 # requests from different traced devices never share offsets on the device they are replayed on
 DEVICE_SPAN_BYTES = 1 << 48
 # a query reading more tables than this has too many splits between the tiers to replay each
@@ -59,15 +60,35 @@ def replay(profile_file: Path, at_us: np.ndarray, writes: np.ndarray, offset_byt
     return pd.read_csv(io.BytesIO(done.stdout), sep=" ", usecols=["latency_us"])["latency_us"].to_numpy()
 
 
-def model_time_us(requests: pd.DataFrame, dilation: float) -> np.ndarray:
-    """Each request's dispatch time in the model's clock, from the window's first request."""
-    ts_us = requests["ts_s"].to_numpy() * 1e6
-    return (ts_us - ts_us.min()) / dilation if len(ts_us) else ts_us
-
-
 def heads(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per request (its first piece), with the object of its first piece and its whole size."""
     return requests[requests["piece"] == 0].sort_values("ts_s", kind="stable")
+
+
+@dataclass
+class Stream:
+    """A window's requests (heads, in dispatch order) as the device model takes them, built once and replayed
+    under every split and cache: dispatch times in the model's clock, from the window's first request, and
+    offsets apart per traced device."""
+    at_us: np.ndarray
+    writes: np.ndarray
+    offset_bytes: np.ndarray
+    length_bytes: np.ndarray
+
+    @classmethod
+    def of(cls, reads: pd.DataFrame, dilation: float) -> "Stream":
+        ts_us = reads["ts_s"].to_numpy() * 1e6
+        device = pd.factorize(reads["device"])[0].astype(np.int64)
+        return cls(at_us=(ts_us - ts_us.min()) / dilation if len(ts_us) else ts_us,
+                   writes=(reads["op"] == "W").to_numpy(),
+                   offset_bytes=reads["sector"].to_numpy() * SECTOR_BYTES + device * DEVICE_SPAN_BYTES,
+                   length_bytes=reads["request_size_sectors"].to_numpy() * SECTOR_BYTES)
+
+    def latency_sum_us(self, roles: np.ndarray, profiles: dict[str, Path]) -> float:
+        """The model's latency sum when each role's requests are replayed together on that role's profile."""
+        return float(sum(replay(profiles[role], self.at_us[roles == role], self.writes[roles == role],
+                                self.offset_bytes[roles == role], self.length_bytes[roles == role]).sum()
+                         for role in profiles))
 
 
 def _roles(requests: pd.DataFrame, fast_tables: frozenset, tier_roles: dict[str, str]) -> np.ndarray:
@@ -76,17 +97,6 @@ def _roles(requests: pd.DataFrame, fast_tables: frozenset, tier_roles: dict[str,
     traced = requests["tier"].map(tier_roles).to_numpy()
     placed = np.where(requests["object"].isin(fast_tables).to_numpy(), "fast", "capacity")
     return np.where((requests["object"] == OTHER).to_numpy(), traced, placed)
-
-
-def latency_sum_us(requests: pd.DataFrame, roles: np.ndarray, profiles: dict[str, Path], dilation: float) -> float:
-    """The model's latency sum when each role's requests are replayed together on that role's profile."""
-    device = pd.factorize(requests["device"])[0].astype(np.int64)
-    offset = requests["sector"].to_numpy() * SECTOR_BYTES + device * DEVICE_SPAN_BYTES
-    at_us = model_time_us(requests, dilation)
-    writes = (requests["op"] == "W").to_numpy()
-    length = requests["request_size_sectors"].to_numpy() * SECTOR_BYTES
-    return float(sum(replay(profiles[role], at_us[roles == role], writes[roles == role], offset[roles == role],
-                            length[roles == role]).sum() for role in profiles))
 
 
 def layout_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: dict[str, Path],
@@ -100,7 +110,8 @@ def layout_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: d
                               f"recommend takes queries reading at most {MAX_TABLES_READ}")
     splits = [frozenset(t for t, on in zip(tables, bits, strict=True) if on)
               for bits in product([False, True], repeat=len(tables))]
-    return {fast: latency_sum_us(reads, _roles(reads, fast, tier_roles), profiles, dilation) for fast in splits}
+    stream = Stream.of(reads, dilation)
+    return {fast: stream.latency_sum_us(_roles(reads, fast, tier_roles), profiles) for fast in splits}
 
 
 # block cache policies: (the access of a page that admits it, whether sequential requests bypass the cache)
@@ -209,6 +220,7 @@ def cache_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: di
     serves whole (hits), and the model's latency sum with the hits replayed on the fast profile and the rest
     on the capacity profile (`other` where it was traced)."""
     reads = heads(requests)
+    stream = Stream.of(reads, dilation)
     placeable = (reads["object"] != OTHER).to_numpy()
     traced = reads["tier"].map(tier_roles).to_numpy()
     rows = []
@@ -216,5 +228,5 @@ def cache_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: di
         hit = placeable & cache_hits(reads, page_bytes, capacity, policy)
         roles = np.where(placeable, np.where(hit, "fast", "capacity"), traced)
         rows.append({"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()),
-                     "requests": int(placeable.sum()), "latency_sum_us": latency_sum_us(reads, roles, profiles, dilation)})
+                     "requests": int(placeable.sum()), "latency_sum_us": stream.latency_sum_us(roles, profiles)})
     return pd.DataFrame(rows, columns=["capacity_bytes", "policy", "hits", "requests", "latency_sum_us"])
