@@ -172,10 +172,9 @@ def _recommend(args) -> None:
     traced = [t for t in traced if weights.get(t[2]["query"], 0) > 0]
     with tempfile.TemporaryDirectory() as scratch:
         profiles = _profiles(args.profiles, first["tiers"], Path(scratch))
-        started, queries = time.monotonic(), []
+        show, queries = _progress(), []
         for number, (run_dir, m, row) in enumerate(traced, 1):
-            print(f"[{number}/{len(traced)}] costing the layouts of {row['query']} ({time.monotonic() - started:.0f} s)",
-                  file=sys.stderr)
+            show(number, len(traced), f"{row['query']} to cost its layouts")
             requests, roles, dilation = _window(run_dir, m, row)
             placement = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
             queries.append(recommend.TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
@@ -184,14 +183,13 @@ def _recommend(args) -> None:
         predicted = recommend.predict_layouts(queries, recommend.all_layouts(table_bytes), workload)
         curve = recommend.capacity_curve(predicted)
         capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity})
-        caches = []
+        page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
+        show, caches = _progress(), []
         # a second pass, so that memory holds one query's requests at a time
         for number, (run_dir, m, row) in enumerate(traced, 1):
-            print(f"[{number}/{len(traced)}] costing the caches of {row['query']} ({time.monotonic() - started:.0f} s)",
-                  file=sys.stderr)
+            show(number, len(traced), f"{row['query']} to cost the caches")
             requests, roles, dilation = _window(run_dir, m, row)
-            page_bytes = int(read_table(run_dir, "parameters")["page_size_bytes"][0])
-            caches.append(cost_model.cache_costs(requests, roles, profiles, dilation, page_bytes, capacities))
+            caches.append(cost_model.cache_costs(requests, roles, profiles, dilation, page_bytes[run_dir], capacities))
         cache = recommend.cache_curve(queries, caches, curve)
         # in the traced run's time, as the predicted query times are
         run_dilation = tiers_dilation(first["tiers"]) or 1.0
