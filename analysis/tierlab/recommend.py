@@ -12,6 +12,7 @@ import pandas as pd
 
 from .errors import StudyInputError
 from .layout import CAPACITY, FAST, layout_name
+from .study_vars import human_bytes
 
 # more tables than this make 2^n layouts too many to enumerate
 MAX_TABLES = 16
@@ -145,28 +146,25 @@ def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataF
     }
 
 
-def _size(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
 def format_summary(result: dict) -> str:
     """recommend's answer as text: the advice, then the two curves."""
     runs = sorted({e["run_id"] for e in result["evidence"]})
     lines = [
-        f"With {_size(result['fast_capacity_bytes'])} of fast tier: layout {result['layout']} "
-        f"({_size(result['fast_bytes'])}), predicted {result['predicted_s']:.3f} s "
+        f"With {human_bytes(result['fast_capacity_bytes'])} of fast tier: layout {result['layout']} "
+        f"({human_bytes(result['fast_bytes'])}), predicted {result['predicted_s']:.3f} s "
         f"(traced {result['traced_layout']}: {result['traced_s']:.3f} s).",
         f"The fast tier as a block cache of that size (admitting as dm-cache and bcache do): predicted "
         f"{result['cache_predicted_s']:.3f} s ({result['cache_hit_pct']:.1f}% of requests hit; an ideal LRU "
         f"{result['lru_predicted_s']:.3f} s): {result['verdict']} is faster.",
         f"Migration from {result['migration']['from_layout']}: {', '.join(result['migration']['tables']) or 'nothing'} "
-        f"({_size(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
+        f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
         f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
     ]
-    lines += [f"{_size(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}" for r in result["capacity_curve"]]
+    lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}"
+              for r in result["capacity_curve"]]
     lines += ["", f"{'capacity':>12}  {'placement_s':>11} {'cache_s':>9} {'hit %':>6} {'lru_s':>9} {'hit %':>6}  verdict"]
-    lines += [f"{_size(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['admitting_predicted_s']:>9.3f} "
+    lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['admitting_predicted_s']:>9.3f} "
               f"{r['admitting_hit_pct']:>6.1f} {r['lru_predicted_s']:>9.3f} {r['lru_hit_pct']:>6.1f}  {r['verdict']}"
               for r in result["cache_curve"]]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in result["assumptions"]]
