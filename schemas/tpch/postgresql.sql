@@ -1,23 +1,19 @@
--- TPC-H schema for PostgreSQL. A Jinja template: the layout places each table,
--- its primary key and its other indexes in its tier's tablespace
--- (load_targets: {table: tablespace}). The same primary keys and indexes as
--- the MariaDB/MySQL schema, where they are part of the table's file.
+-- TPC-H tables for PostgreSQL. A Jinja template: the layout places each table
+-- in its tier's tablespace (load_targets: {table: tablespace}). The keys and
+-- indexes are built after the bulk load (postgresql_indexes.sql).
 
 CREATE TABLE region (
   r_regionkey INT NOT NULL,
   r_name CHAR(25) NOT NULL,
-  r_comment VARCHAR(152) NOT NULL,
-  PRIMARY KEY (r_regionkey) USING INDEX TABLESPACE {{ load_targets.region }}
+  r_comment VARCHAR(152) NOT NULL
 ) TABLESPACE {{ load_targets.region }};
 
 CREATE TABLE nation (
   n_nationkey INT NOT NULL,
   n_name CHAR(25) NOT NULL,
   n_regionkey INT NOT NULL,
-  n_comment VARCHAR(152) NOT NULL,
-  PRIMARY KEY (n_nationkey) USING INDEX TABLESPACE {{ load_targets.nation }}
+  n_comment VARCHAR(152) NOT NULL
 ) TABLESPACE {{ load_targets.nation }};
-CREATE INDEX nation_regionkey ON nation (n_regionkey) TABLESPACE {{ load_targets.nation }};
 
 CREATE TABLE part (
   p_partkey INT NOT NULL,
@@ -28,8 +24,7 @@ CREATE TABLE part (
   p_size INT NOT NULL,
   p_container CHAR(10) NOT NULL,
   p_retailprice DECIMAL(15,2) NOT NULL,
-  p_comment VARCHAR(23) NOT NULL,
-  PRIMARY KEY (p_partkey) USING INDEX TABLESPACE {{ load_targets.part }}
+  p_comment VARCHAR(23) NOT NULL
 ) TABLESPACE {{ load_targets.part }};
 
 CREATE TABLE supplier (
@@ -39,20 +34,16 @@ CREATE TABLE supplier (
   s_nationkey INT NOT NULL,
   s_phone CHAR(15) NOT NULL,
   s_acctbal DECIMAL(15,2) NOT NULL,
-  s_comment VARCHAR(101) NOT NULL,
-  PRIMARY KEY (s_suppkey) USING INDEX TABLESPACE {{ load_targets.supplier }}
+  s_comment VARCHAR(101) NOT NULL
 ) TABLESPACE {{ load_targets.supplier }};
-CREATE INDEX supplier_nationkey ON supplier (s_nationkey) TABLESPACE {{ load_targets.supplier }};
 
 CREATE TABLE partsupp (
   ps_partkey INT NOT NULL,
   ps_suppkey INT NOT NULL,
   ps_availqty INT NOT NULL,
   ps_supplycost DECIMAL(15,2) NOT NULL,
-  ps_comment VARCHAR(199) NOT NULL,
-  PRIMARY KEY (ps_partkey, ps_suppkey) USING INDEX TABLESPACE {{ load_targets.partsupp }}
+  ps_comment VARCHAR(199) NOT NULL
 ) TABLESPACE {{ load_targets.partsupp }};
-CREATE INDEX partsupp_suppkey ON partsupp (ps_suppkey) TABLESPACE {{ load_targets.partsupp }};
 
 CREATE TABLE customer (
   c_custkey INT NOT NULL,
@@ -62,10 +53,8 @@ CREATE TABLE customer (
   c_phone CHAR(15) NOT NULL,
   c_acctbal DECIMAL(15,2) NOT NULL,
   c_mktsegment CHAR(10) NOT NULL,
-  c_comment VARCHAR(117) NOT NULL,
-  PRIMARY KEY (c_custkey) USING INDEX TABLESPACE {{ load_targets.customer }}
+  c_comment VARCHAR(117) NOT NULL
 ) TABLESPACE {{ load_targets.customer }};
-CREATE INDEX customer_nationkey ON customer (c_nationkey) TABLESPACE {{ load_targets.customer }};
 
 CREATE TABLE orders (
   o_orderkey INT NOT NULL,
@@ -76,10 +65,8 @@ CREATE TABLE orders (
   o_orderpriority CHAR(15) NOT NULL,
   o_clerk CHAR(15) NOT NULL,
   o_shippriority INT NOT NULL,
-  o_comment VARCHAR(79) NOT NULL,
-  PRIMARY KEY (o_orderkey) USING INDEX TABLESPACE {{ load_targets.orders }}
+  o_comment VARCHAR(79) NOT NULL
 ) TABLESPACE {{ load_targets.orders }};
-CREATE INDEX orders_custkey ON orders (o_custkey) TABLESPACE {{ load_targets.orders }};
 
 CREATE TABLE lineitem (
   l_orderkey INT NOT NULL,
@@ -97,8 +84,5 @@ CREATE TABLE lineitem (
   l_receiptdate DATE NOT NULL,
   l_shipinstruct CHAR(25) NOT NULL,
   l_shipmode CHAR(10) NOT NULL,
-  l_comment VARCHAR(44) NOT NULL,
-  PRIMARY KEY (l_orderkey, l_linenumber) USING INDEX TABLESPACE {{ load_targets.lineitem }}
+  l_comment VARCHAR(44) NOT NULL
 ) TABLESPACE {{ load_targets.lineitem }};
-CREATE INDEX lineitem_partkey_suppkey ON lineitem (l_partkey, l_suppkey) TABLESPACE {{ load_targets.lineitem }};
-CREATE INDEX lineitem_suppkey ON lineitem (l_suppkey) TABLESPACE {{ load_targets.lineitem }};
