@@ -30,6 +30,7 @@ from .metrics import (
 )
 from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
+from .parse_ftrace_raw import parse_ftrace_raw
 from .plans import plan_accesses
 from .prefetch import prefetched
 
@@ -150,14 +151,18 @@ def _window(markers: list[tuple[float, str]], label: str) -> tuple[float, float]
 
 
 def _complete(names: list[str], start: float, end: float) -> bool:
-    """Whether the whole query window was traced: an ftrace window has both its markers (a trace cut short
-    has lost its end); a blktrace capture is started and stopped around the query, with no markers to miss."""
-    return not names[0].endswith(".ftrace") or (np.isfinite(start) and np.isfinite(end))
+    """Whether the whole query window was traced: an ftrace window (text or raw) has both its markers (a trace
+    cut short has lost its end); a blktrace capture is started and stopped around the query, with no markers
+    to miss."""
+    return not names[0].endswith((".ftrace", ".ftrace-raw")) or (np.isfinite(start) and np.isfinite(end))
 
 
 def _read_window_trace(run_dir: Path, names: list[str], tolerate_errors: bool):
-    """One query window's trace: an ftrace text file, or the per-CPU binary files of blktrace."""
+    """One query window's trace: a raw ftrace window, an ftrace text file (runs traced before raw windows),
+    or the per-CPU binary files of blktrace."""
     paths = [run_dir / "raw" / "traces" / name for name in names]
+    if names[0].endswith(".ftrace-raw"):
+        return parse_ftrace_raw(paths[0], tolerate_errors)
     if names[0].endswith(".ftrace"):
         return parse_ftrace(paths[0], tolerate_errors)
     return parse_blktrace_binary(paths, tolerate_errors)

@@ -13,8 +13,10 @@ from .errors import TraceFormatError
 from .metrics import AccessTotals, Pieces, Streams, sequential_flags
 from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
+from .parse_ftrace_raw import MAGIC as RAW_MAGIC
+from .parse_ftrace_raw import parse_ftrace_raw
 
-FORMATS = ("auto", "binary", "blkparse", "ftrace")
+FORMATS = ("auto", "binary", "blkparse", "ftrace", "ftrace-raw")
 BLKTRACE_MAGIC = 0x65617400
 # a blkparse event line starts with the device: "  7,1    0        1     0.000000000 ..."
 BLKPARSE_LINE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", re.MULTILINE)
@@ -25,6 +27,9 @@ SUSPECT_COUNTS = {
     "lost_events": "events lost by the tracer (their requests are missing)",
     "bad_lines": "unreadable lines skipped",
     "bad_records": "corrupt records (the rest of their file skipped)",
+    "bad_pages": "damaged or cut ring-buffer pages of a raw ftrace window (left out)",
+    "lost_pages": "ring-buffer pages that follow lost events",
+    "other_records": "records of other events in a raw ftrace window (skipped)",
     "missing_cpu_files": "CPU numbers without a per-CPU file (a CPU offline, or its file and events missing)",
     "beyond_bounds": "requests beyond 2^63 bytes or 4 GiB long (corrupt fields; left out)",
     "time_jumps": "requests completed before their dispatch or over 300 s after it (corrupt times; left out)",
@@ -37,7 +42,7 @@ def suspect(counts: dict) -> list[str]:
 
 
 def detect_format(path: str) -> str:
-    """binary, blkparse or ftrace, from the file's first bytes; anything else is refused."""
+    """binary, blkparse, ftrace or ftrace-raw, from the file's first bytes; anything else is refused."""
     candidate = Path(path)
     if candidate.is_dir():
         raise TraceFormatError(f"{path} is a directory; give a trace file, or the prefix of per-CPU blktrace files "
@@ -48,6 +53,8 @@ def detect_format(path: str) -> str:
         raise TraceFormatError(f"{path}: no such file, nor per-CPU files {path}.blktrace.N")
     with open(candidate, "rb") as f:
         head = f.read(4096)
+    if head.startswith(RAW_MAGIC):
+        return "ftrace-raw"
     if len(head) >= 4 and any(int.from_bytes(head[:4], order) & 0xFFFFFF00 == BLKTRACE_MAGIC for order in ("little", "big")):
         return "binary"
     text = head.decode("utf-8", errors="replace")
@@ -56,7 +63,7 @@ def detect_format(path: str) -> str:
     if BLKPARSE_LINE.search(text):
         return "blkparse"
     raise TraceFormatError(f"{path} is {'empty' if not head else 'not a block trace'}: its first {len(head)} bytes are "
-                           "neither binary blktrace, nor blkparse's text, nor ftrace's text")
+                           "neither binary blktrace, nor blkparse's text, nor ftrace's text or raw window")
 
 
 def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = False, progress=None) -> BlockTrace:
@@ -81,6 +88,8 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
             parsed.append(parse_blktrace_binary([path], tolerate_errors))
         elif kind == "blkparse":
             parsed.append(parse_blkparse_text(path, tolerate_errors))
+        elif kind == "ftrace-raw":
+            parsed.append(parse_ftrace_raw(path, tolerate_errors))
         else:
             parsed.append(parse_ftrace(path, tolerate_errors))
     requests = parsed[0].requests if len(parsed) == 1 else concat_requests([p.requests for p in parsed])

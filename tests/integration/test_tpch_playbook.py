@@ -117,7 +117,7 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
     (host_dir / "raw" / "queries.jsonl").write_text(first + "\n")
     for path in host_dir.glob("raw/*/q03_try1.*"):
         path.unlink()
-    q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace").read_bytes()
+    q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes()
     done = study.playbook("tpch.yml", layout="C+O", resume=run_dir.name)
     assert re.search(r"q03_try1 \(1 of 1\): ok in \d+\.\d+ s; about 0 s left", done.stdout), done.stdout[-3000:]
     assert "q01_try1 (" not in done.stdout
@@ -126,7 +126,7 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
     assert len(manifest["attempts"]) == 2
     rows = [json.loads(line) for line in (run_dir / "raw" / "queries.jsonl").read_text().splitlines()]
     assert [(r["query"], r["status"]) for r in rows] == [("q01", "ok"), ("q03", "ok")]
-    assert (run_dir / "raw" / "traces" / "q01_try1.ftrace").read_bytes() == q01_trace
+    assert (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes() == q01_trace
     assert not host_dir.exists()
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from tierlab.cli import main
 from tierlab.parse_blktrace import write_blktrace
+from tierlab.parse_ftrace_raw import write_ftrace_raw
 from tierlab.trace_stats import detect_format
 
 FTRACE = """# tracer: nop
@@ -31,12 +32,23 @@ def test_trace_stats_json_of_an_ftrace_file(tmp_path, capsys):
     assert stats["counts"]["dispatch_without_completion"] == 1
 
 
+def test_trace_stats_of_a_raw_window_counts_what_its_text_would(tmp_path, capsys):
+    events = [("issue", 10_000_000_000, 12033, "7:1", 0, 32, "R", "mariadbd"),
+              ("complete", 10_000_100_000, 0, "7:1", 0, 32, "R")]
+    path = write_ftrace_raw(tmp_path / "q.ftrace-raw", [events])
+    main(["trace-stats", str(path), "--json"])
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["requests"], stats["read_requests"], stats["latency_us"]["p50"]) == (1, 1, pytest.approx(100.0))
+
+
 def test_formats_are_told_apart(tmp_path):
     ftrace = tmp_path / "a.ftrace"
     ftrace.write_text(FTRACE)
     text = tmp_path / "a.txt"
     text.write_text("  7,1    0        1     0.000000000 12033  D   R 0 + 32 [mariadbd]\n")
     write_blktrace(tmp_path / "b.blktrace.0", [])
+    raw = write_ftrace_raw(tmp_path / "a.ftrace-raw", [[("print", 10**9, "tierlab start q")]])
+    assert detect_format(str(raw)) == "ftrace-raw"
     assert detect_format(str(ftrace)) == "ftrace"
     assert detect_format(str(text)) == "blkparse"
     assert detect_format(str(tmp_path / "b")) == "binary"
@@ -103,7 +115,7 @@ def test_a_file_that_is_no_trace_is_refused_rather_than_read_as_an_empty_one(tmp
     path = tmp_path / "q.txt"
     path.write_bytes(content)
     assert refusal([path]) == (f"tierlab trace-stats: {path} is {is_what}: its first {len(content)} bytes are neither "
-                               "binary blktrace, nor blkparse's text, nor ftrace's text")
+                               "binary blktrace, nor blkparse's text, nor ftrace's text or raw window")
 
 
 def test_a_gap_in_the_per_cpu_files_is_counted_and_warned_about(tmp_path, capsys):

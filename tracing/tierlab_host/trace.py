@@ -5,9 +5,14 @@ Backends:
             where kernel lockdown refuses them, so it is probed under a timeout)
   ftrace    a private tracing instance with block_rq_issue/block_rq_complete
             filtered to the tier devices; query windows are marked through the
-            instance's own trace_marker
+            instance's own trace_marker. Each window is kept as the ring
+            buffer's own pages (trace_pipe_raw of every CPU), after a header
+            with the events' binary layout from tracefs: no text is formatted
+            by the kernel, and the analysis decodes the records as they are
+            (see analysis/tierlab/parse_ftrace_raw.py for the file's format).
 """
 
+import json
 import os
 import re
 import signal
@@ -22,6 +27,13 @@ from .system import HostError, device_name, ftrace_dev, run
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 DEBUGFS = Path("/sys/kernel/debug")
 EVENTS = ("block_rq_issue", "block_rq_complete")
+# the first line of a raw ftrace window; the second is the JSON layout (raw_layout)
+RAW_MAGIC = b"tierlab ftrace-raw 1\n"
+# the formats the raw records are decoded with: the ring buffer's page header, the block events', and
+# the trace_marker's (ftrace/print)
+RAW_FORMATS = {"header_page": "header_page", "block_rq_issue": "block/block_rq_issue/format",
+               "block_rq_complete": "block/block_rq_complete/format", "print": "ftrace/print/format"}
+_FIELD = re.compile(r"field:\s*(?P<declaration>[^;]*?)\s*;\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);")
 BLKTRACE_PROBE_TIMEOUT_S = 5
 BLKTRACE_STOP_TIMEOUT_S = 30
 
@@ -52,6 +64,21 @@ def blktrace_works(devices: list[str]) -> bool:
         return done.returncode == 0 and "FAILED" not in done.stdout + done.stderr and any(Path(tmp).iterdir())
 
 
+def raw_layout(tracefs: Path) -> dict:
+    """The binary layout of what a raw window holds, from tracefs' format files: the ring buffer page's
+    size, and per format its id and each field's [offset, size] by name."""
+    layout = {"page_bytes": os.sysconf("SC_PAGE_SIZE"), "formats": {}}
+    for name, relative in RAW_FORMATS.items():
+        text = (tracefs / "events" / relative).read_text()
+        fields = {}
+        for match in _FIELD.finditer(text):
+            field = re.sub(r"\[\d*\]$", "", match["declaration"]).split()[-1]
+            fields[field] = [int(match["offset"]), int(match["size"])]
+        event_id = re.search(r"^ID: (\d+)$", text, re.MULTILINE)
+        layout["formats"][name] = {"id": int(event_id[1]) if event_id else None, "fields": fields}
+    return layout
+
+
 class FtraceInstance:
     name = "ftrace"
 
@@ -63,6 +90,7 @@ class FtraceInstance:
         (self.dir / "tracing_on").write_text("0\n")
         (self.dir / "buffer_size_kb").write_text(f"{buffer_size_kb}\n")
         (self.dir / "trace_clock").write_text("mono\n")
+        self.header = RAW_MAGIC + json.dumps(raw_layout(_tracefs())).encode() + b"\n"
         dev_filter = " || ".join(f"dev == {ftrace_dev(d)}" for d in devices)
         for event in EVENTS:
             event_dir = self.dir / "events" / "block" / event
@@ -87,11 +115,29 @@ class FtraceInstance:
     def stop(self, label: str, out_dir: Path) -> dict:
         (self.dir / "trace_marker").write_text(f"tierlab end {label}\n")
         (self.dir / "tracing_on").write_text("0\n")
-        out = out_dir / f"{label}.ftrace"
-        with open(self.dir / "trace", "rb") as src, open(out, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
+        out = out_dir / f"{label}.ftrace-raw"
+        with open(out, "wb") as dst:
+            dst.write(self.header)
+            for cpu in sorted((self.dir / "per_cpu").glob("cpu*")):
+                self._drain(cpu / "trace_pipe_raw", dst)
         return {"files": [out.name], "events_lost": self._lost_events()}
+
+    @staticmethod
+    def _drain(pipe: Path, dst) -> None:
+        """Every page a CPU's ring buffer holds (the last one partly filled), as the kernel keeps them; reading
+        takes them out of the buffer, and an empty buffer answers at once instead of waiting for events."""
+        fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while True:
+                try:
+                    page = os.read(fd, 1 << 20)
+                except BlockingIOError:
+                    return
+                if not page:
+                    return
+                dst.write(page)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         remove_instance({"kind": "tracing_instance", "path": str(self.dir)})
