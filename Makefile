@@ -35,7 +35,7 @@ teardown: setup
 	$(BIN)/ansible-playbook playbooks/teardown.yml
 
 lint: setup
-	$(BIN)/ruff check analysis tracing tests playbooks/filter_plugins benchmarks
+	$(BIN)/ruff check analysis tracing tests playbooks benchmarks
 
 unit: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q tests/unit

@@ -6,26 +6,21 @@ Every table not named sits on the capacity tier.
 """
 
 from .errors import StudyInputError
+from .workloads import WORKLOADS
 
-TABLE_CODES = {
-    "tpch": {
-        "C": "customer", "O": "orders", "L": "lineitem", "PS": "partsupp",
-        "P": "part", "S": "supplier", "N": "nation", "R": "region",
-    },
-}
 FAST = "fast"
 CAPACITY = "capacity"
 
 
 def _allowed(workload: str) -> str:
-    return "None, ALL, or codes " + " ".join(TABLE_CODES[workload]) + " joined by '+'"
+    return "None, ALL, or codes " + " ".join(WORKLOADS[workload].codes) + " joined by '+'"
 
 
 def parse_layout(text: str, workload: str = "tpch") -> dict[str, str]:
     """{table: 'fast' | 'capacity'} for every table of the workload."""
-    if workload not in TABLE_CODES:
-        raise StudyInputError(f"workload {workload!r} is unknown; allowed: {', '.join(TABLE_CODES)}")
-    codes = TABLE_CODES[workload]
+    if workload not in WORKLOADS:
+        raise StudyInputError(f"workload {workload!r} is unknown; allowed: {', '.join(WORKLOADS)}")
+    codes = WORKLOADS[workload].codes
     text = str(text).strip()
     if text == "None":
         fast = set()
@@ -49,7 +44,7 @@ def parse_layout(text: str, workload: str = "tpch") -> dict[str, str]:
 
 def layout_name(placement: dict[str, str], workload: str = "tpch") -> str:
     """The canonical layout text of a placement (codes in the workload's order)."""
-    fast = [code for code, table in TABLE_CODES[workload].items() if placement[table] == FAST]
+    fast = [code for code, table in WORKLOADS[workload].codes.items() if placement[table] == FAST]
     if not fast:
         return "None"
     if len(fast) == len(placement):

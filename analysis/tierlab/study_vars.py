@@ -10,7 +10,8 @@ from pathlib import Path
 
 from . import device_profile
 from .errors import DeviceProfileError, StudyInputError
-from .layout import FAST, TABLE_CODES, layout_name, parse_layout
+from .layout import FAST, layout_name, parse_layout
+from .workloads import WORKLOADS, Workload
 
 ENGINES = ("mariadb", "mysql", "postgresql")
 MYSQL_FAMILY = ("mariadb", "mysql")
@@ -23,18 +24,10 @@ ENGINE_PAGE_SIZES = {"mariadb": tuple(PAGE_SIZES), "mysql": tuple(PAGE_SIZES), "
 # work_mem their own memory peaked at 16 MiB here (sampled every 2 s); the rest leaves room for the
 # sorts and hashes of larger scale factors, and serves as page cache while they do not need it.
 POSTGRESQL_PROCESS_BYTES = 64 << 20
-TPCH_QUERIES = 22
 FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-# .ibd bytes per table at scale factor 1 with the schema's indexes, measured
-# after the load on MariaDB 10.11 at 16k pages; nation and region do not scale.
-TPCH_BYTES_AT_SF1 = {
-    "lineitem": 1_136_656_384, "orders": 226_492_416, "partsupp": 205_520_896, "part": 41_943_040,
-    "customer": 37_748_736, "supplier": 10_485_760,
-}
-TPCH_FIXED_BYTES = {"nation": 98_304, "region": 81_920}
 # page-size differences, file-system metadata and the free space InnoDB keeps
 SIZE_MARGIN = 1.25
 # the file system of a tier cannot hand out all of its blocks to files
@@ -73,20 +66,23 @@ def parse_page_size(value) -> str:
     raise _fail("page_size", value, ", ".join(PAGE_SIZES) + " (or the same in bytes)")
 
 
-def parse_queries(value, count: int = TPCH_QUERIES) -> list[str]:
-    """'all' or numbers joined by commas ('3,10,16'); names like 'q03'."""
+def parse_queries(value, workload: Workload) -> list[str]:
+    """'all' or the workload's queries joined by commas ('3,10,16' for TPC-H, '1.1,3.2' for SSB); their ids."""
     text = str(value).strip().lower()
-    allowed = f"all, or query numbers 1 to {count} joined by commas (e.g. 3,10,16)"
+    aliases = workload.query_aliases()
+    shortest = {query: min((a for a, q in aliases.items() if q == query), key=len) for query in workload.queries}
+    first, *_, last = shortest.values()
+    allowed = f"all, or {workload.name} queries {first} to {last} joined by commas (e.g. {first},{last})"
     if text == "all":
-        return [f"q{n:02d}" for n in range(1, count + 1)]
-    parts = [p.strip().removeprefix("q") for p in text.split(",")]
-    if not all(p.isdigit() and 1 <= int(p) <= count for p in parts):
+        return list(workload.queries)
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p in aliases for p in parts):
         raise _fail("queries", value, allowed)
-    numbers = [int(p) for p in parts]
-    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    queries = [aliases[p] for p in parts]
+    repeated = sorted({q for q in queries if queries.count(q) > 1})
     if repeated:
-        raise _fail("queries", value, allowed, f"Query {', '.join(map(str, repeated))} is given more than once")
-    return [f"q{n:02d}" for n in numbers]
+        raise _fail("queries", value, allowed, f"Query {', '.join(repeated)} is given more than once")
+    return queries
 
 
 def parse_buffer_pool(value, name: str = "buffer_pool") -> dict:
@@ -173,24 +169,26 @@ def _engine_variables(values: dict, engine: str) -> dict:
     return typed
 
 
-def estimated_table_bytes(scale_factor: float) -> dict[str, int]:
-    sized = {t: int(b * scale_factor * SIZE_MARGIN) for t, b in TPCH_BYTES_AT_SF1.items()}
-    return {**sized, **TPCH_FIXED_BYTES}
+def estimated_table_bytes(workload: str, scale_factor: float) -> dict[str, int]:
+    """Each table's bytes, with a margin for page sizes, file-system metadata and the free space engines keep."""
+    declared = WORKLOADS[workload]
+    sized = {t: int(b * scale_factor * SIZE_MARGIN) for t, b in declared.bytes_at_sf1.items()}
+    return {**sized, **declared.fixed_bytes}
 
 
 def human_bytes(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
-def check_fit(placement: dict[str, str], scale_factor: float, fast_tier_bytes: int) -> None:
-    sizes = estimated_table_bytes(scale_factor)
+def check_fit(placement: dict[str, str], workload: str, scale_factor: float, fast_tier_bytes: int) -> None:
+    sizes = estimated_table_bytes(workload, scale_factor)
     fast = {t: sizes[t] for t, tier in placement.items() if tier == FAST}
     needed = sum(fast.values())
     usable = int(fast_tier_bytes * TIER_USABLE_SHARE)
     if needed > usable:
         listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1]))
         raise StudyInputError(
-            f"layout {layout_name(placement)!r} at scale_factor={scale_factor:g} needs about {human_bytes(needed)} "
+            f"layout {layout_name(placement, workload)!r} at scale_factor={scale_factor:g} needs about {human_bytes(needed)} "
             f"on the fast tier ({listing}), but the fast tier holds {human_bytes(usable)} usable "
             f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller scale_factor, or a larger fast tier"
         )
@@ -199,8 +197,8 @@ def check_fit(placement: dict[str, str], scale_factor: float, fast_tier_bytes: i
 def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     """The normalized study settings from raw -e values (strings or typed)."""
     workload = values.get("workload", "tpch")
-    if workload not in TABLE_CODES:
-        raise _fail("workload", workload, ", ".join(TABLE_CODES))
+    if workload not in WORKLOADS:
+        raise _fail("workload", workload, ", ".join(WORKLOADS))
     engine = _choice("engine", values["engine"], ENGINES)
     scale_factor = parse_scale_factor(values["scale_factor"])
     placement = parse_layout(values["layout"], workload)
@@ -210,14 +208,14 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
                     "PostgreSQL's block size is fixed when it is built, and Debian's packages have 8 KiB blocks"
                     if engine == "postgresql" else "")
     if fast_tier_bytes is not None:
-        check_fit(placement, scale_factor, int(fast_tier_bytes))
+        check_fit(placement, workload, scale_factor, int(fast_tier_bytes))
     return {
         "engine": engine,
         "workload": workload,
         "scale_factor": scale_factor,
         "layout": layout_name(placement, workload),
         "placement": placement,
-        "queries": parse_queries(values["queries"]),
+        "queries": parse_queries(values["queries"], WORKLOADS[workload]),
         "page_size": page_size,
         "page_size_bytes": PAGE_SIZES[page_size],
         "buffer_pool": parse_buffer_pool(values["buffer_pool"]),
@@ -232,30 +230,29 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     }
 
 
-def _cache_bytes(cache: dict, scale_factor: float) -> int:
-    """A size given as bytes or as a percentage of the estimated data size, in whole MiB."""
+def _cache_bytes(cache: dict, study: dict) -> int:
+    """A size given as bytes or as a percentage of the study's estimated data size, in whole MiB."""
     if "bytes" in cache:
         wanted = cache["bytes"]
     else:
-        data = sum(estimated_table_bytes(scale_factor).values()) / SIZE_MARGIN
+        data = sum(estimated_table_bytes(study["workload"], study["scale_factor"]).values()) / SIZE_MARGIN
         wanted = int(data * cache["percent"] / 100)
     return wanted >> 20 << 20
 
 
-def buffer_pool_bytes(buffer_pool: dict, scale_factor: float, page_size_bytes: int) -> int:
+def buffer_pool_bytes(study: dict) -> int:
     """Bytes of the engine's own cache (innodb_buffer_pool_size, shared_buffers).
 
     MariaDB needs room for a few hundred pages at the least, so small
     percentages are raised to 256 pages (and to 8 MiB).
     """
-    return max(256 * page_size_bytes, 8 << 20, _cache_bytes(buffer_pool, scale_factor))
+    return max(256 * study["page_size_bytes"], 8 << 20, _cache_bytes(study["buffer_pool"], study))
 
 
 def memory_limit_bytes(study: dict) -> int:
     """The memory bound of a PostgreSQL server's processes: shared_buffers, the page cache it may
     keep (os_cache) and its processes' own memory."""
-    return (buffer_pool_bytes(study["buffer_pool"], study["scale_factor"], study["page_size_bytes"])
-            + _cache_bytes(study["os_cache"], study["scale_factor"]) + POSTGRESQL_PROCESS_BYTES)
+    return buffer_pool_bytes(study) + _cache_bytes(study["os_cache"], study) + POSTGRESQL_PROCESS_BYTES
 
 
 TIER_EMULATIONS = ("model", "throttle", "none")

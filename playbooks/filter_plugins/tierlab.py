@@ -4,6 +4,7 @@ from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import StudyInputError
 from tierlab.study_vars import buffer_pool_bytes, memory_limit_bytes, parse_bytes, validate, validate_dilation, validate_tiers
+from tierlab.workloads import WORKLOADS
 
 
 def tierlab_study(values, fast_tier_bytes=None):
@@ -35,11 +36,16 @@ def tierlab_bytes(value, name="size"):
 
 
 def tierlab_buffer_pool_bytes(study):
-    return buffer_pool_bytes(study["buffer_pool"], study["scale_factor"], study["page_size_bytes"])
+    return buffer_pool_bytes(study)
 
 
 def tierlab_memory_limit_bytes(study):
     return memory_limit_bytes(study)
+
+
+def tierlab_tables(workload):
+    """The workload's tables in the order they are generated and loaded."""
+    return list(WORKLOADS[workload].load_order)
 
 
 class FilterModule:
@@ -51,4 +57,5 @@ class FilterModule:
             "tierlab_bytes": tierlab_bytes,
             "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
             "tierlab_memory_limit_bytes": tierlab_memory_limit_bytes,
+            "tierlab_tables": tierlab_tables,
         }

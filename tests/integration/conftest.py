@@ -51,9 +51,9 @@ class Study:
         db = engine(json.loads(Path(self.root, "instances", instance, "engine.json").read_text()))
         return execute(db, f"tpch_sf{str(SCALE_FACTOR).replace('.', '_')}", sql, limit_s, output)
 
-    def run(self, layout: str, **extra) -> Path:
+    def run(self, layout: str, playbook: str = "tpch.yml", **extra) -> Path:
         before = self.run_ids()
-        self.playbook("tpch.yml", layout=layout, **extra)
+        self.playbook(playbook, layout=layout, **extra)
         (new,) = self.run_ids() - before
         return self.results_dir / new
 

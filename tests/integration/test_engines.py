@@ -1,11 +1,11 @@
 """PostgreSQL and Oracle MySQL beside MariaDB: the same study on each, the same answers, objects placed apart."""
 
 import json
-import math
 import os
 from pathlib import Path
 
 import pytest
+from answers import read_answer, same_answer
 
 import tierlab
 from tierlab.study_vars import POSTGRESQL_PROCESS_BYTES
@@ -43,38 +43,15 @@ def mariadb_answers(study, layout_runs, tmp_path_factory):
     return output
 
 
-def _answer(path: Path) -> list[list]:
-    """A query's rows with each engine's spelling taken out: CHAR padding, and numbers as numbers (every
-    engine's client writes NULL as NULL)."""
-    rows = []
-    for line in path.read_text().splitlines():
-        fields = []
-        for text in line.split("\t"):
-            try:
-                fields.append(float(text))
-            except ValueError:
-                fields.append(text.rstrip())
-        rows.append(fields)
-    return rows
-
-
-def _same(left: list[list], right: list[list]) -> bool:
-    # averages differ in their last digits: MariaDB keeps 4 more decimals than the operand, PostgreSQL 16 or more
-    return len(left) == len(right) and all(
-        len(a) == len(b) and all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-5) if isinstance(x, float) else x == y
-                                 for x, y in zip(a, b, strict=True))
-        for a, b in zip(left, right, strict=True))
-
-
 @pytest.mark.parametrize("engine", ["postgresql", "mysql"])
 def test_every_tpch_query_returns_the_same_answer_as_on_mariadb(postgresql_runs, mysql_runs, mariadb_answers, engine):
     run_dir = {"postgresql": postgresql_runs, "mysql": mysql_runs}[engine]["C+O"]
     different = []
     for number in range(1, 23):
         name = f"q{number:02d}_try1.tsv"
-        mariadb = _answer(mariadb_answers / name)
+        mariadb = read_answer(mariadb_answers / name)
         assert mariadb, f"q{number:02d} returned no rows on MariaDB"
-        if not _same(_answer(run_dir / "raw" / "output" / name), mariadb):
+        if not same_answer(read_answer(run_dir / "raw" / "output" / name), mariadb):
             different.append(number)
     assert different == []
 

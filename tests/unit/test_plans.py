@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from tierlab.layout import TABLE_CODES
 from tierlab.plans import plan_accesses
+from tierlab.workloads import TPCH as TPCH_WORKLOAD
 
 PLANS = Path(__file__).parent / "plans"
-TPCH = set(TABLE_CODES["tpch"].values())
+TPCH = set(TPCH_WORKLOAD.codes.values())
 
 
 def accesses(engine: str, query: str = "q03") -> list[tuple[str, str, str]]:

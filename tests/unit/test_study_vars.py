@@ -52,12 +52,28 @@ def test_queries_subset_keeps_the_given_order():
 
 @pytest.mark.parametrize("value", ["0", "23", "3,x", ""])
 def test_queries_out_of_range_are_refused(value):
-    with pytest.raises(StudyInputError, match="allowed: all, or query numbers 1 to 22"):
+    with pytest.raises(StudyInputError) as err:
         study(queries=value)
+    assert str(err.value) == (f"queries={value!r} is not allowed; allowed: all, or tpch queries 1 to 22 joined by commas "
+                              "(e.g. 1,22)")
+
+
+def test_ssb_queries_are_named_by_flight_and_number():
+    assert study(workload="ssb", layout="LO+D", queries="1.1,q3.2, 4.3")["queries"] == ["q1.1", "q3.2", "q4.3"]
+
+
+def test_a_tpch_query_number_is_refused_for_ssb():
+    with pytest.raises(StudyInputError) as err:
+        study(workload="ssb", layout="LO", queries="5")
+    assert str(err.value) == "queries='5' is not allowed; allowed: all, or ssb queries 1.1 to 4.3 joined by commas (e.g. 1.1,4.3)"
+
+
+def test_ssb_layouts_name_its_tables_by_their_codes():
+    assert study(workload="ssb", layout="D+LO")["layout"] == "LO+D"
 
 
 def test_repeated_query_is_refused():
-    with pytest.raises(StudyInputError, match="Query 3 is given more than once"):
+    with pytest.raises(StudyInputError, match="Query q03 is given more than once"):
         study(queries="3,10,3")
 
 
@@ -72,7 +88,7 @@ def test_bad_buffer_pool_is_refused(value):
 
 
 def test_buffer_pool_percentage_has_a_floor_of_256_pages():
-    assert buffer_pool_bytes({"percent": 1.0}, 0.01, 65536) == 256 * 65536
+    assert buffer_pool_bytes(study(buffer_pool="1%", scale_factor="0.01", page_size="64k")) == 256 * 65536
 
 
 def test_unknown_engine_is_refused():
@@ -123,7 +139,7 @@ def test_postgresql_s_memory_bound_is_shared_buffers_and_os_cache_and_its_proces
 
 def test_layout_that_does_not_fit_shows_the_sizes():
     with pytest.raises(StudyInputError) as err:
-        check_fit(parse_layout("L+O"), 10, 6 << 30)
+        check_fit(parse_layout("L+O"), "tpch", 10, 6 << 30)
     assert str(err.value) == (
         "layout 'O+L' at scale_factor=10 needs about 15.87 GiB on the fast tier (lineitem 13.23 GiB, orders 2.64 GiB), "
         "but the fast tier holds 5.40 GiB usable of 6.00 GiB; choose fewer tables, a smaller scale_factor, "
@@ -132,7 +148,7 @@ def test_layout_that_does_not_fit_shows_the_sizes():
 
 
 def test_layout_that_fits_passes():
-    check_fit(parse_layout("ALL"), 1, 6 << 30)
+    check_fit(parse_layout("ALL"), "tpch", 1, 6 << 30)
 
 
 def test_validate_checks_the_fit_when_the_fast_tier_size_is_known():

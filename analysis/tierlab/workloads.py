@@ -1,0 +1,56 @@
+"""The workloads tierlab runs, declared once: their tables (with the layout's codes and the load
+order), their query ids, and the size of their tables. Every step (validation, layouts, data
+generation, load, queries, analysis) reads them from here.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    # layout code -> table, in the order a layout's name lists them
+    codes: dict[str, str]
+    # the tables, in the order they are generated and loaded (small ones first)
+    load_order: tuple[str, ...]
+    # query ids, as results name them and as the query files are named (queries/<workload>/<dialect>/<id>.sql)
+    queries: tuple[str, ...]
+    # bytes of each table that grows with the scale factor, at scale factor 1, with the schema's indexes:
+    # measured after the load on MariaDB 10.11 at 16k pages
+    bytes_at_sf1: dict[str, int]
+    # tables that do not grow with the scale factor
+    fixed_bytes: dict[str, int] = field(default_factory=dict)
+
+    def query_aliases(self) -> dict[str, str]:
+        """What a user may type for each query ('q03', 'q3', '3' for TPC-H's q03; 'q1.1', '1.1' for SSB's)."""
+        aliases = {}
+        for query in self.queries:
+            number = query.removeprefix("q")
+            aliases.update({query: query, number: query})
+            if number.isdigit():
+                aliases.update({str(int(number)): query, f"q{int(number)}": query})
+        return aliases
+
+
+TPCH = Workload(
+    name="tpch",
+    codes={"C": "customer", "O": "orders", "L": "lineitem", "PS": "partsupp", "P": "part", "S": "supplier",
+           "N": "nation", "R": "region"},
+    load_order=("region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem"),
+    queries=tuple(f"q{n:02d}" for n in range(1, 23)),
+    bytes_at_sf1={"lineitem": 1_136_656_384, "orders": 226_492_416, "partsupp": 205_520_896, "part": 41_943_040,
+                  "customer": 37_748_736, "supplier": 10_485_760},
+    fixed_bytes={"nation": 98_304, "region": 81_920},
+)
+
+# The Star Schema Benchmark (O'Neil, O'Neil, Chen): LINEORDER and four dimensions; its 13 queries in 4 flights.
+SSB = Workload(
+    name="ssb",
+    codes={"LO": "lineorder", "C": "customer", "S": "supplier", "P": "part", "D": "date"},
+    load_order=("date", "supplier", "customer", "part", "lineorder"),
+    queries=("q1.1", "q1.2", "q1.3", "q2.1", "q2.2", "q2.3", "q3.1", "q3.2", "q3.3", "q3.4", "q4.1", "q4.2", "q4.3"),
+    bytes_at_sf1={"lineorder": 1_073_741_824, "customer": 4_194_304, "supplier": 196_608, "part": 27_262_976},
+    fixed_bytes={"date": 442_368},
+)
+
+WORKLOADS = {workload.name: workload for workload in (TPCH, SSB)}
