@@ -88,7 +88,8 @@ def synthesize(run: Path, requests: int, queries: int, raw: bool) -> int:
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "role": "capacity", "emulated": False,
                                                              "device": DEVICE.replace(",", ":")}]))
     (run / "raw" / "extents.json").write_text(json.dumps({"files": [
-        {"object": "lineitem", "path": "/t/lineitem.ibd", "device": DEVICE.replace(",", ":"),
+        {"object": "lineitem", "kind": "table", "table": "lineitem", "path": "/t/lineitem.ibd", "offset_bytes": 0,
+         "tier": "nand", "device": DEVICE.replace(",", ":"), "size_bytes": FILE_BYTES,
          "extents": [[0, 0, FILE_BYTES]]}]}))
     per_window = requests // queries
     body, cpus, last_s = _body(per_window, np.random.default_rng(1))

@@ -61,7 +61,9 @@ def layout_files(study: dict, extents: dict | None) -> dict:
         own = next((f for f in files if f["object"] == table and not f.get("offset_bytes")), {})
         layout[table] = {
             "tier": tier, "tier_name": own.get("tier"), "path": own.get("path"), "device": own.get("device"),
-            "size_bytes": sum(f["size_bytes"] for f in files) if files else None,
+            # runs written before extents had sizes have none to sum
+            "size_bytes": sum(f["size_bytes"] for f in files) if files and all("size_bytes" in f for f in files)
+            else None,
             "files": [{key: f.get(key) for key in ("object", "kind", "path", "tier", "offset_bytes", "size_bytes")}
                       for f in files],
         }

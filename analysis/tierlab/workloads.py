@@ -49,8 +49,8 @@ SSB = Workload(
     codes={"LO": "lineorder", "C": "customer", "S": "supplier", "P": "part", "D": "date"},
     load_order=("date", "supplier", "customer", "part", "lineorder"),
     queries=("q1.1", "q1.2", "q1.3", "q2.1", "q2.2", "q2.3", "q3.1", "q3.2", "q3.3", "q3.4", "q4.1", "q4.2", "q4.3"),
-    bytes_at_sf1={"lineorder": 1_073_741_824, "customer": 4_194_304, "supplier": 196_608, "part": 27_262_976},
-    fixed_bytes={"date": 442_368},
+    bytes_at_sf1={"lineorder": 1_098_907_648, "customer": 12_582_912, "supplier": 360_448, "part": 30_408_704},
+    fixed_bytes={"date": 425_984},
 )
 
 WORKLOADS = {workload.name: workload for workload in (TPCH, SSB)}
