@@ -87,11 +87,10 @@ def _word(buf, start, size):
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(buf, start, page_bytes, ids, needed, fields, fill, kind, time, pid, dev, sector, size, rwbs, comm, text,
-          counts):
-    """Walk the pages of buf from start; with fill, write each kept record's columns; return how many there
-    are. A page whose events run past its end, or whose record is shorter than its format, is counted bad
-    and left from there."""
+def _walk(buf, start, page_bytes, ids, needed, fields, fill, kind, time, pid, dev, sector, size, rwbs, comm, counts):
+    """Walk the pages of buf from start; with fill, write each kept record's columns (a print's text is where
+    its sector and size are: its first and end offsets in buf); return how many there are. A page whose
+    events run past its end, or whose record is shorter than its format, is counted bad and left from there."""
     n = 0
     pages = (len(buf) - start) // page_bytes
     for p in range(pages):
@@ -167,8 +166,8 @@ def _walk(buf, start, page_bytes, ids, needed, fields, fill, kind, time, pid, de
                 last = first
                 while last < record + length and buf[last] != 0:
                     last += 1
-                text[n, 0] = first
-                text[n, 1] = last
+                sector[n] = first
+                size[n] = last
             n += 1
         if bad:
             counts[BAD_PAGES] += 1
@@ -190,46 +189,47 @@ def parse_ftrace_raw(path: str | Path, tolerate_errors: bool = False) -> BlockTr
     file, unless tolerate_errors, which leaves it and counts it (bad_pages)."""
     path = Path(path)
     layout, start = read_layout(path)
-    buf = np.fromfile(path, dtype=np.uint8)
+    # mapped, not read: the pages stay in the page cache, which can let them go
+    buf = np.memmap(path, dtype=np.uint8, mode="r")
     page_bytes = layout["page_bytes"]
     cut = (len(buf) - start) % page_bytes
     counts = np.zeros(4, np.int64)
     args = (buf, start, page_bytes, layout["ids"], layout["needed"], layout["fields"])
     empty = np.empty(0, np.uint8), np.empty(0, np.int64), np.empty(0, np.uint32), np.empty(0, np.uint32), \
-        np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty((0, 2), np.uint64), np.empty((0, 2), np.uint64), \
-        np.empty((0, 2), np.int64)
+        np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty((0, 2), np.uint64), np.empty((0, 2), np.uint64)
     n = _walk(*args, False, *empty, counts)
     kind, time = np.empty(n, np.uint8), np.empty(n, np.int64)
     pid, dev = np.empty(n, np.uint32), np.empty(n, np.uint32)
     sector, size = np.empty(n, np.uint64), np.empty(n, np.uint64)
-    rwbs, comm, text = np.zeros((n, 2), np.uint64), np.zeros((n, 2), np.uint64), np.zeros((n, 2), np.int64)
+    rwbs, comm = np.zeros((n, 2), np.uint64), np.zeros((n, 2), np.uint64)
     counts[:] = 0
-    _walk(*args, True, kind, time, pid, dev, sector, size, rwbs, comm, text, counts)
+    _walk(*args, True, kind, time, pid, dev, sector, size, rwbs, comm, counts)
     bad_pages = int(counts[BAD_PAGES]) + (1 if cut else 0)
     if bad_pages and not tolerate_errors:
         raise TraceFormatError(f"{path}: {bad_pages} damaged or cut page(s) of the raw ftrace window; pass "
                                "--tolerate-errors to leave them out (they are counted)")
-    # each CPU's records are in time order; merging them is a stable sort over a few sorted runs
+    # each CPU's records are in time order; merging them is a stable sort over a few sorted runs, taken a
+    # batch at a time rather than copied whole
     order = np.argsort(time, kind="stable")
-    kind, time, pid, dev, sector, size = kind[order], time[order], pid[order], dev[order], sector[order], size[order]
-    rwbs, comm, text = rwbs[order], comm[order], text[order]
-    prints = np.flatnonzero(kind == PRINT)
-    markers = [(float(time[i]) / 1e9, bytes(buf[text[i, 0]:text[i, 1]]).decode("utf-8", "replace").strip())
+    prints = order[kind[order] == PRINT]
+    markers = [(float(time[i]) / 1e9, bytes(buf[sector[i]:size[i]]).decode("utf-8", "replace").strip())
                for i in prints]
-    block = np.flatnonzero(kind != PRINT)
-    rwbs_codes, rwbs_names = _texts(rwbs[block])
+    block = order[kind[order] != PRINT]
+    del order
+    rwbs_codes, rwbs_names = _texts(rwbs)
     bits = np.array([categories(name) for name in rwbs_names], dtype=np.uint32)
-    issue = kind[block] == ISSUE
-    comm_codes, comm_names = _texts(comm[block])
-    process = np.where(issue, np.array(comm_names, dtype=object)[comm_codes], None)
-    events_sector, events_bytes = event_extent(sector[block], size[block])
-    events = {"time": time[block], "sector": events_sector, "bytes": events_bytes,
-              "action": np.where(issue, BLK_TA_ISSUE, BLK_TA_COMPLETE).astype(np.uint32) | bits[rwbs_codes] << BLK_TC_SHIFT,
-              "pid": pid[block], "device": dev[block]}
+    comm_codes, comm_names = _texts(comm)
+    comm_names = np.array(comm_names, dtype=object)
     matcher, notes, last_process = Matcher(len(block) // 2), Notes(), {}
     for first in range(0, len(block), BATCH_EVENTS):
-        batch = {name: values[first:first + BATCH_EVENTS] for name, values in events.items()}
-        process_notes(batch, process[first:first + BATCH_EVENTS], last_process, notes)
+        rows = block[first:first + BATCH_EVENTS]
+        issue = kind[rows] == ISSUE
+        events_sector, events_bytes = event_extent(sector[rows], size[rows])
+        batch = {"time": time[rows], "sector": events_sector, "bytes": events_bytes,
+                 "action": np.where(issue, BLK_TA_ISSUE, BLK_TA_COMPLETE).astype(np.uint32)
+                 | bits[rwbs_codes[rows]] << BLK_TC_SHIFT,
+                 "pid": pid[rows], "device": dev[rows]}
+        process_notes(batch, np.where(issue, comm_names[comm_codes[rows]], None), last_process, notes)
         matcher.feed(batch)
     matcher.finish()
     frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
