@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import cost_model, device_profile, manifest, recommend
+from . import cost_model, device_profile, manifest, planner_costs, recommend
 from .errors import RunDirError, StudyInputError, TierlabError
 from .layout import CAPACITY, FAST, parse_layout
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
@@ -225,6 +225,13 @@ def _trace_stats(args) -> None:
         print(f"{key:>26}  {value}")
 
 
+def _planner_costs(args) -> None:
+    profiles = _profiles(args.profiles, [], Path())
+    tiers = planner_costs.planner_costs(profiles, args.page_size, args.scan_request_size)
+    print(json.dumps(tiers, indent=1) if args.json else
+          planner_costs.format_costs(tiers, args.page_size, args.scan_request_size))
+
+
 def _tiers_check(args) -> None:
     result = run_check(Path(args.root), args.runtime_s)
     print(json.dumps(result, indent=1) if args.json else format_check(result))
@@ -244,6 +251,8 @@ def _checked(convert, allowed: str, accept):
 
 
 PAGE_SIZE = _checked(int, "a power of two from 512 to 65536 bytes", lambda v: 512 <= v <= 65536 and v & (v - 1) == 0)
+REQUEST_SIZE_ARG = _checked(int, "a multiple of 512 bytes from 512 to 16777216",
+                            lambda v: 512 <= v <= 16 << 20 and v % 512 == 0)
 STREAM_WINDOW_ARG = _checked(int, "a whole number from 1 to 1024", lambda v: 1 <= v <= 1024)
 RANDOM_THRESHOLD_ARG = _checked(float, "a percentage from 0 to 100", lambda v: 0 <= v <= 100)
 REPEAT_THRESHOLD_ARG = _checked(float, "a rate of at least 1 (1.0: no page read twice)", lambda v: 1 <= v < float("inf"))
@@ -288,6 +297,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tolerate-errors", action="store_true",
                    help="keep the good part of truncated or corrupt input, with the problems counted")
     p.set_defaults(func=_trace_stats)
+    p = sub.add_parser("planner-costs", help="PostgreSQL's seq_page_cost, random_page_cost and "
+                                             "effective_io_concurrency per tablespace, from the tiers' device models")
+    p.add_argument("--profiles", metavar="fast=P,capacity=P", default="fast=optane,capacity=nand",
+                   help="device profiles (names or .toml files); default: fast=optane,capacity=nand")
+    p.add_argument("--page-size", type=PAGE_SIZE, default=8192, help="the block size in bytes (default 8192)")
+    p.add_argument("--scan-request-size", type=REQUEST_SIZE_ARG, default=planner_costs.SCAN_REQUEST_BYTES,
+                   help="the requests a sequential scan becomes, in bytes: the device's read-ahead (default "
+                        f"{planner_costs.SCAN_REQUEST_BYTES}); a run's request sizes show it")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_planner_costs)
     p = sub.add_parser("manifest", help="(re)write a run's manifest.json")
     p.add_argument("run_dir")
     p.add_argument("--status", choices=("auto", *manifest.STATUSES), default="auto",

@@ -23,6 +23,7 @@ filling the cache costs nothing.
 """
 
 import io
+import json
 import subprocess
 from dataclasses import dataclass
 from itertools import product
@@ -43,21 +44,31 @@ DEVICE_SPAN_BYTES = 1 << 48
 MAX_TABLES_READ = 10
 
 
-def replay(profile_file: Path, at_us: np.ndarray, writes: np.ndarray, offset_bytes: np.ndarray,
-           length_bytes: np.ndarray) -> np.ndarray:
-    """The model's latency (us) of each request, submitted in the order given at the times given."""
+def _model(profile_file: Path, args: list[str], stdin: bytes = b"") -> bytes:
+    """What the device model (tierlab-emu on a profile) writes for args."""
     if not EMULATOR.exists():
         raise DeviceProfileError(f"{EMULATOR} is missing: build the emulator with `make -C {EMULATOR.parent}` "
                                  "(it needs gcc, make, pkg-config and libfuse3-dev)")
+    done = subprocess.run([str(EMULATOR), "--profile", str(profile_file), *args], input=stdin, capture_output=True)
+    if done.returncode != 0:
+        raise DeviceProfileError(f"tierlab-emu {' '.join(args)} with {profile_file}: {done.stderr.decode().strip()}")
+    return done.stdout
+
+
+def replay(profile_file: Path, at_us: np.ndarray, writes: np.ndarray, offset_bytes: np.ndarray,
+           length_bytes: np.ndarray) -> np.ndarray:
+    """The model's latency (us) of each request, submitted in the order given at the times given."""
     if len(at_us) == 0:
         return np.zeros(0)
     lines = pd.DataFrame({"at_us": np.round(at_us, 3), "op": np.where(writes, "w", "r"),
                           "offset": offset_bytes, "length": length_bytes})
-    done = subprocess.run([str(EMULATOR), "--profile", str(profile_file), "--simulate"],
-                          input=lines.to_csv(sep=" ", header=False, index=False).encode(), capture_output=True)
-    if done.returncode != 0:
-        raise DeviceProfileError(f"tierlab-emu --simulate with {profile_file}: {done.stderr.decode().strip()}")
-    return pd.read_csv(io.BytesIO(done.stdout), sep=" ", usecols=["latency_us"])["latency_us"].to_numpy()
+    out = _model(profile_file, ["--simulate"], lines.to_csv(sep=" ", header=False, index=False).encode())
+    return pd.read_csv(io.BytesIO(out), sep=" ", usecols=["latency_us"])["latency_us"].to_numpy()
+
+
+def closed_loop(profile_file: Path, rw: str, block_bytes: int, iodepth: int) -> dict:
+    """The model under fio's closed loop (a job of reads or writes kept at iodepth): IOPS, latency percentiles."""
+    return json.loads(_model(profile_file, ["--job", rw, str(block_bytes), str(iodepth)]))
 
 
 def heads(requests: pd.DataFrame) -> pd.DataFrame:

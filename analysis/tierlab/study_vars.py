@@ -27,6 +27,9 @@ POSTGRESQL_PROCESS_BYTES = 64 << 20
 FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
+# the planner's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
+# forced by leaving the other methods out (E5 of the study)
+JOIN_PLANS = ("optimizer", "hash", "index")
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # page-size differences, file-system metadata and the free space InnoDB keeps
 SIZE_MARGIN = 1.25
@@ -145,12 +148,14 @@ ENGINE_VARIABLES = {
     "read_ahead_threshold": (MYSQL_FAMILY, "56", lambda n, v: _positive_int(n, v, 0, 64)),
     "random_read_ahead": (MYSQL_FAMILY, "false", _bool),
     "os_cache": (("postgresql",), "64M", lambda n, v: parse_buffer_pool(v, n)),
-    "effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
     "parallel_workers": (("postgresql",), "2", lambda n, v: _positive_int(n, v, 0, 64)),
+    "join_plan": (("postgresql",), "optimizer", lambda n, v: _choice(n, v, JOIN_PLANS)),
     "fast_seq_page_cost": (("postgresql",), "1", _cost),
     "fast_random_page_cost": (("postgresql",), "4", _cost),
     "capacity_seq_page_cost": (("postgresql",), "1", _cost),
     "capacity_random_page_cost": (("postgresql",), "4", _cost),
+    "fast_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
+    "capacity_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
 }
 
 

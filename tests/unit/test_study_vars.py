@@ -10,8 +10,9 @@ DEFAULTS = {
     "buffer_pool": "5%", "query_timeout_s": "1800", "tries": "1", "cold": "True", "trace": "True",
     "trace_backend": "auto", "system_tier": "capacity", "resume": "",
     "io_threads": "", "flush_method": "", "read_ahead_threshold": "", "random_read_ahead": "",
-    "os_cache": "", "effective_io_concurrency": "", "parallel_workers": "", "fast_seq_page_cost": "",
+    "os_cache": "", "parallel_workers": "", "join_plan": "", "fast_seq_page_cost": "",
     "fast_random_page_cost": "", "capacity_seq_page_cost": "", "capacity_random_page_cost": "",
+    "fast_effective_io_concurrency": "", "capacity_effective_io_concurrency": "",
 }
 
 
@@ -102,7 +103,7 @@ def test_each_engine_gets_its_own_defaults_and_none_for_the_other_engines_variab
     assert (mariadb["page_size"], mariadb["io_threads"], mariadb["flush_method"], mariadb["os_cache"]) == (
         "16k", 4, "O_DIRECT", None)
     assert (postgresql["page_size"], postgresql["io_threads"], postgresql["os_cache"],
-            postgresql["effective_io_concurrency"], postgresql["parallel_workers"],
+            postgresql["fast_effective_io_concurrency"], postgresql["parallel_workers"],
             postgresql["fast_random_page_cost"]) == ("8k", None, {"bytes": 64 << 20}, 1, 2, 4.0)
 
 
@@ -117,6 +118,14 @@ def test_a_postgresql_variable_given_for_mariadb_is_refused():
     with pytest.raises(StudyInputError, match="^fast_random_page_cost='1.1' means nothing for engine=mariadb; it "
                                               "applies to engine postgresql only"):
         study(fast_random_page_cost="1.1")
+
+
+def test_a_join_plan_is_the_optimizer_s_own_or_forced_to_hash_or_index_joins():
+    assert study(engine="postgresql")["join_plan"] == "optimizer"
+    assert study(engine="postgresql", join_plan="index")["join_plan"] == "index"
+    with pytest.raises(StudyInputError) as err:
+        study(engine="postgresql", join_plan="merge")
+    assert str(err.value) == "join_plan='merge' is not allowed; allowed: optimizer, hash, index"
 
 
 def test_postgresql_refuses_a_block_size_other_than_8k():
