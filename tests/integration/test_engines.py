@@ -146,6 +146,14 @@ def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(
         assert (where["tier_name"], Path(where["path"]).name) == (expected, f"{table}.ibd"), table
 
 
+def test_an_innodb_file_is_split_by_its_pages_into_the_table_s_rows_and_each_secondary_index(mysql_runs):
+    lineitem = json.loads((mysql_runs["L"] / "manifest.json").read_text())["layout"]["tables"]["lineitem"]
+    assert {(f["object"], f["kind"]) for f in lineitem["files"]} == {
+        ("lineitem", "table"), ("lineitem_partkey_suppkey", "index"), ("lineitem_suppkey", "index")}
+    assert {f["path"] for f in lineitem["files"]} == {lineitem["path"]}
+    assert lineitem["size_bytes"] == os.path.getsize(lineitem["path"])
+
+
 def test_a_layout_change_on_mysql_moves_the_files_it_finds_again_when_it_starts(mysql_runs):
     manifest = json.loads((mysql_runs["L"] / "manifest.json").read_text())
     assert {m["object"] for m in manifest["load"]["moves"]} == {"customer", "orders", "lineitem"}

@@ -62,6 +62,15 @@ def test_q1_1_reads_lineorder_on_the_fast_device_and_date_on_the_capacity_device
     assert "date" in set(reads.loc[reads["tier"] == "nand", "object"])
 
 
+def test_mariadb_s_reads_of_lineorder_s_indexes_are_the_lookups_its_plans_make(ssb_runs):
+    plans = read_plan_accesses(ssb_runs["mariadb"], "mariadb", {"lineorder"})
+    requests = tierlab.load_run(ssb_runs["mariadb"]).requests()
+    reads = requests[requests["op"] == "R"]
+    index_reads = {(query, name) for query, name in zip(reads["query"], reads["object"].astype(str), strict=True)
+                   if name.startswith("lineorder_")}
+    assert index_reads == set(zip(plans["query"], plans["index"], strict=True))
+
+
 @pytest.mark.parametrize(("join_plan", "joins", "accesses"), [
     ("hash", {"enable_hashjoin": "on", "enable_mergejoin": "off", "enable_nestloop": "off"}, {"table scan"}),
     ("index", {"enable_hashjoin": "off", "enable_mergejoin": "off", "enable_nestloop": "on"},

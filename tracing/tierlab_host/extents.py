@@ -38,14 +38,36 @@ def file_extents(path: str) -> list[list[int]]:
                 return extents
 
 
+def restrict(extents: list[list[int]], ranges: list[list[int]]) -> list[list[int]]:
+    """The parts of a file's extents ([logical, physical, length], in logical order) inside its byte
+    ranges ([first, length], in order)."""
+    parts, k = [], 0
+    for first, length in ranges:
+        end = first + length
+        while k < len(extents) and extents[k][0] + extents[k][2] <= first:
+            k += 1
+        j = k
+        while j < len(extents) and extents[j][0] < end:
+            logical, physical, size = extents[j]
+            start, stop = max(first, logical), min(end, logical + size)
+            parts.append([start, physical + start - logical, stop - start])
+            j += 1
+    return parts
+
+
 def map_files(files: list[dict]) -> list[dict]:
-    """Each {path, object, tier} gains device, size_bytes and extents."""
-    mapped = []
+    """Each {path, object, tier} gains device, size_bytes and extents; an object that holds only some
+    byte ranges of its file (`ranges`: an InnoDB index in its table's file) gains those ranges' extents."""
+    mapped, extents = [], {}
     for item in files:
-        mapped.append({
-            **item,
-            "device": device_of_path(item["path"]),
-            "size_bytes": os.path.getsize(item["path"]),
-            "extents": file_extents(item["path"]),
-        })
+        path = item["path"]
+        if path not in extents:
+            extents[path] = file_extents(path)
+        entry = {key: value for key, value in item.items() if key != "ranges"}
+        if "ranges" in item:
+            entry.update(size_bytes=sum(length for _, length in item["ranges"]),
+                         extents=restrict(extents[path], item["ranges"]))
+        else:
+            entry.update(size_bytes=os.path.getsize(path), extents=extents[path])
+        mapped.append({**entry, "device": device_of_path(path)})
     return mapped

@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..innodb_pages import index_runs, object_ranges
 from ..system import HostError, run
 from . import server
 
@@ -34,6 +35,13 @@ STATEMENT_LIMIT = {
 }
 # what the server's error says when that limit stopped the statement
 LIMIT_ERRORS = ("max_statement_time", "maximum statement execution time exceeded")
+# each engine's dictionary of a table's indexes: id, name, and whether it is the clustered one (TYPE bit 1)
+INDEXES = {
+    "mariadb": "SELECT i.INDEX_ID, i.NAME, i.TYPE & 1 FROM information_schema.INNODB_SYS_INDEXES i "
+               "JOIN information_schema.INNODB_SYS_TABLES t ON t.TABLE_ID = i.TABLE_ID WHERE t.NAME = '{table}'",
+    "mysql": "SELECT i.INDEX_ID, i.NAME, i.TYPE & 1 FROM information_schema.INNODB_INDEXES i "
+             "JOIN information_schema.INNODB_TABLES t ON t.TABLE_ID = i.TABLE_ID WHERE t.NAME = '{table}'",
+}
 
 
 class MysqlFamily:
@@ -110,9 +118,20 @@ class MysqlFamily:
         return Path(isl.read_text().strip())
 
     def object_files(self, database: str, tables: list[str]) -> list[dict]:
-        """Each table's .ibd (its indexes live in it)."""
-        return [{"object": table, "kind": "table", "table": table, "path": str(self._table_file(database, table)),
-                 "offset_bytes": 0} for table in tables]
+        """Each table's .ibd, split by its pages' own headers into byte ranges: the clustered index's pages
+        and the file's other pages are the table's object, each secondary index's pages an object named
+        as the index (as PostgreSQL's are). The server first writes what it holds of them to their files."""
+        self.rows(f"FLUSH TABLES {', '.join(tables)} FOR EXPORT; UNLOCK TABLES", database)
+        page_bytes = int(self._variables("VARIABLES", ["innodb_page_size"])["innodb_page_size"])
+        files = []
+        for table in tables:
+            path = str(self._table_file(database, table))
+            names = {int(index_id): table if int(clustered) else name for index_id, name, clustered
+                     in self.rows(INDEXES[self.name].format(table=f"{database}/{table}"))}
+            for name, ranges in object_ranges(index_runs(path, page_bytes), page_bytes, names, table).items():
+                files.append({"object": name, "kind": "table" if name == table else "index", "table": table,
+                              "path": path, "offset_bytes": 0, "ranges": ranges})
+        return files
 
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move tables whose tier changes, offline: MariaDB ignores ALTER TABLE ... DATA DIRECTORY, so
