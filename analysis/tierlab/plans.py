@@ -66,6 +66,15 @@ def _mysql_family(plan: dict) -> list[dict]:
     return accesses
 
 
+def plan_summary(accesses) -> dict[str, str]:
+    """Per query, how its first try's plan reads each table, in plan order (`lineitem index lookup
+    (lineitem_pkey); orders table scan`): rows of plan_accesses.csv."""
+    first = accesses[accesses["try"] == accesses.groupby("query")["try"].transform("min")]
+    return {query: "; ".join(f"{r.table} {r.access}" + (f" ({r.index})" if isinstance(r.index, str) and r.index else "")
+                             for r in rows.itertuples())
+            for query, rows in first.groupby("query", sort=False)}
+
+
 def plan_accesses(engine: str, plan: dict, tables: set[str]) -> list[dict]:
     """(table, index, access) for every read of one of `tables` in a plan, in plan order."""
     accesses = _postgresql(plan) if engine == "postgresql" else _mysql_family(plan)

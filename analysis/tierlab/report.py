@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 
 from .engine_view import definition  # noqa: E402
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
+from .plans import plan_summary  # noqa: E402
 from .run_io import cut_traces, tiers_dilation  # noqa: E402
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
@@ -256,7 +257,8 @@ def _definitions(parameters: dict, engine: str) -> str:
 
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:
-    """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category."""
+    """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category,
+    and how its plan read each table (so that runs of different engines show why their patterns differ)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = []
     for label, tables in runs.items():
@@ -266,6 +268,8 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
         if not metrics.empty:
             per_query = per_query.join(metrics.groupby("query")[["io_time_s", "sequential_pct", "repeat_access_rate"]].median())
             per_query = per_query.join(metrics.groupby("query")["category"].first())
+        if not tables["plan_accesses"].empty:
+            per_query = per_query.join(pd.Series(plan_summary(tables["plan_accesses"]), name="plan"))
         frames.append(per_query.assign(run=label))
     side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
     times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]

@@ -325,8 +325,8 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame:
 
 
 def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics)."""
-    return {name: read_table(run_dir, name) for name in ("queries", "query_metrics")}
+    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics, plan_accesses)."""
+    return {name: read_table(run_dir, name) for name in ("queries", "query_metrics", "plan_accesses")}
 
 
 def read_requests(run_dir: Path, query: str, attempt: int) -> pd.DataFrame:

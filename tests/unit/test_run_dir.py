@@ -54,10 +54,34 @@ def test_compare_refuses_the_same_run_given_twice(tmp_path, capsys):
     (first / "tables").mkdir()
     (first / "tables" / "queries.csv").write_text("query,try,status\n")
     (first / "tables" / "query_metrics.csv").write_text("\n")
+    (first / "tables" / "plan_accesses.csv").write_text("\n")
     with pytest.raises(SystemExit) as done:
         main(["compare", str(first), str(copy)])
     assert str(done.value) == (f"tierlab compare: run 20261123T092837Z_mariadb_tpch-sf0.1_C+O is given twice ({copy} "
                                "and an earlier argument); give each run once")
+
+
+def test_compare_puts_each_engine_s_plan_beside_its_time(tmp_path):
+    plans = {"mariadb": "query,try,table,index,access\nq03,1,customer,,table scan\n"
+                        "q03,1,orders,orders_custkey,index lookup\nq03,1,lineitem,PRIMARY,index lookup\n",
+             "postgresql": "query,try,table,index,access\nq03,1,lineitem,,table scan\nq03,1,orders,,table scan\n"
+                           "q03,1,customer,,table scan\n"}
+    dirs = []
+    for engine, accesses in plans.items():
+        path = run_dir(tmp_path / engine, json.dumps({"schema_version": 2,
+                                                       "run_id": f"20261123T090000Z_{engine}_tpch-sf0.1_ALL"}))
+        (path / "tables").mkdir()
+        (path / "tables" / "queries.csv").write_text("query,try,status,elapsed_s\nq03,1,ok,2.5\n")
+        (path / "tables" / "query_metrics.csv").write_text("\n")
+        (path / "tables" / "plan_accesses.csv").write_text(accesses)
+        dirs.append(str(path))
+    main(["compare", *dirs, "--out", str(tmp_path / "compared")])
+    side = (tmp_path / "compared" / "compare.csv").read_text().splitlines()
+    assert side == [
+        "query,elapsed_s,plan,run",
+        "q03,2.5,customer table scan; orders index lookup (orders_custkey); lineitem index lookup (PRIMARY),"
+        "20261123T090000Z_mariadb_tpch-sf0.1_ALL",
+        "q03,2.5,lineitem table scan; orders table scan; customer table scan,20261123T090000Z_postgresql_tpch-sf0.1_ALL"]
 
 
 def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_path):
@@ -69,6 +93,7 @@ def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_pa
         (path / "tables").mkdir()
         (path / "tables" / "queries.csv").write_text("query,try,status\n")
         (path / "tables" / "query_metrics.csv").write_text("\n")
+        (path / "tables" / "plan_accesses.csv").write_text("\n")
         dirs.append(str(path))
     with pytest.raises(SystemExit) as done:
         main(["compare", *dirs])
