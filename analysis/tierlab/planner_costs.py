@@ -29,10 +29,11 @@ SATURATION = 0.9
 
 def _tier(profile_file: Path, page_bytes: int, scan_request_bytes: int) -> dict:
     scan = closed_loop(profile_file, "read", scan_request_bytes, 1)["lat_us"]["p50"]
-    iops = {depth: closed_loop(profile_file, "randread", page_bytes, depth)["iops"] for depth in DEPTHS}
+    random = {depth: closed_loop(profile_file, "randread", page_bytes, depth) for depth in DEPTHS}
+    iops = {depth: job["iops"] for depth, job in random.items()}
     return {"profile": str(profile_file),
             "seq_page_us": scan * page_bytes / scan_request_bytes,
-            "random_page_us": closed_loop(profile_file, "randread", page_bytes, 1)["lat_us"]["p50"],
+            "random_page_us": random[1]["lat_us"]["p50"],
             "random_page_iops": iops,
             "effective_io_concurrency": min(d for d in DEPTHS if iops[d] >= SATURATION * iops[DEPTHS[-1]])}
 
