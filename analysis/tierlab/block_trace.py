@@ -18,7 +18,7 @@ MAX_SIZE_SECTORS = ((1 << 32) - 1) // 512
 # the most a sector or size read from text is taken as, so that it fits the matcher's 64-bit fields
 LARGEST_SECTOR = (1 << 64) - 1
 # The block layer times a request out after 30 s by default; a completion more than ten times that after
-# its dispatch, or before it, has a time field out of step, and the request is counted (time_jumps), not used.
+# its dispatch, or before it, has a time field out of step: the request is counted (time_jumps), without a latency.
 MAX_LATENCY_US = 300e6
 
 
@@ -52,15 +52,6 @@ def event_extent(sector: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.n
     where the matcher counts it (beyond_bounds), with its completion alike."""
     sector = np.where(size > MAX_SIZE_SECTORS, np.uint64(LARGEST_SECTOR), sector)
     return sector, (np.minimum(size, MAX_SIZE_SECTORS) * 512).astype(np.uint32)
-
-
-def without_time_jumps(requests: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """The requests whose latency is possible, and how many were not."""
-    latency = requests["latency_us"]
-    jumped = ((latency < 0) | (latency > MAX_LATENCY_US)).to_numpy()
-    if not jumped.any():
-        return requests, 0
-    return requests[~jumped].reset_index(drop=True), int(jumped.sum())
 
 
 def concat_requests(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from .run_io import (
 )
 from .study_vars import parse_bytes
 from .tiers_check import format_check, run_check
-from .trace_stats import FORMATS, read_traces, suspect, trace_stats
+from .trace_stats import FORMATS, suspect, trace_stats
 
 
 def _progress():
@@ -215,7 +215,7 @@ def _recommend(args) -> None:
 
 
 def _trace_stats(args) -> None:
-    stats = trace_stats(read_traces(args.paths, args.format, args.tolerate_errors, _progress()), args.page_size)
+    stats = trace_stats(args.paths, args.format, args.tolerate_errors, args.page_size, _progress())
     for problem in suspect(stats["counts"]):
         print(f"warning: the trace has {problem}", file=sys.stderr)
     if args.json:

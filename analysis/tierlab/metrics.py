@@ -106,30 +106,80 @@ def page_counts(space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray
 
 
 class PageUnion:
-    """The distinct pages of page ranges given in chunks: the size of the union of the ranges in each space.
-    The union is kept as disjoint runs of pages in page order, and each chunk's ranges are merged into it
-    when given, so that memory follows the number of runs, never the ranges' sizes or count."""
+    """The distinct pages of page ranges given in chunks: the union of the ranges in each space, kept as
+    disjoint runs of pages in page order (space, first page, last page), so that memory follows the number
+    of runs, never the ranges' sizes or count. The runs are kept in levels, each less than twice the size
+    of the one after it: a chunk's ranges become a level, and levels of like size merge, so that a range
+    is merged about log2(chunks) times, not once for every chunk after it."""
 
     def __init__(self):
-        self.runs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def add(self, space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray) -> None:
-        if len(space):
-            if not _in_page_order(space, first_page):
-                order = page_order(space, first_page)
-                space, first_page, last_page = space[order], first_page[order], last_page[order]
-            self.runs = _merged_runs(*self.runs, space, first_page, last_page)
+        if not len(space):
+            return
+        if not _in_page_order(space, first_page):
+            order = page_order(space, first_page)
+            space, first_page, last_page = space[order], first_page[order], last_page[order]
+        self.levels.append(_merged_runs(*_NO_RUNS, space, first_page, last_page))
+        while len(self.levels) > 1 and 2 * len(self.levels[-1][0]) >= len(self.levels[-2][0]):
+            self._merge_last()
+
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every run, in one level."""
+        while len(self.levels) > 1:
+            self._merge_last()
+        return self.levels[0] if self.levels else _NO_RUNS
 
     def distinct(self) -> int:
-        _, first, last = self.runs
+        _, first, last = self.runs()
         return int((last - first + 1).sum())
+
+    def _merge_last(self) -> None:
+        newer = self.levels.pop()
+        self.levels.append(_merged_runs(*self.levels.pop(), *newer))
+
+
+_NO_RUNS = (np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def union_pages(one: PageUnion, other: PageUnion) -> int:
+    """The distinct pages of both unions together."""
+    return int(_union_pages(*one.runs(), *other.runs()))
+
+
+@numba.njit(cache=True)
+def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
+    """The pages of the union of two sets of disjoint runs in page order, walked together without a copy."""
+    i = j = 0
+    total = 0
+    open_run = False
+    space = first = last = 0
+    while i < len(a_space) or j < len(b_space):
+        if j == len(b_space) or (i < len(a_space) and (a_space[i] < b_space[j] or (
+                a_space[i] == b_space[j] and a_first[i] <= b_first[j]))):
+            one_space, one_first, one_last = a_space[i], a_first[i], a_last[i]
+            i += 1
+        else:
+            one_space, one_first, one_last = b_space[j], b_first[j], b_last[j]
+            j += 1
+        if open_run and one_space == space and one_first <= last + 1:
+            last = max(last, one_last)
+        else:
+            if open_run:
+                total += last - first + 1
+            open_run = True
+            space, first, last = one_space, one_first, one_last
+    if open_run:
+        total += last - first + 1
+    return total
 
 
 @numba.njit(cache=True)
 def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
     """Disjoint runs and ranges, both in page order, merged into disjoint runs (touching ones join)."""
     total = len(run_space) + len(space)
-    out_space = np.empty(total, np.int64)
+    out_space = np.empty(total, np.int32)
     out_first = np.empty(total, np.int64)
     out_last = np.empty(total, np.int64)
     i = j = 0
@@ -147,6 +197,8 @@ def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
         else:
             k += 1
             out_space[k], out_first[k], out_last[k] = one_space, first, last
+    if 2 * (k + 1) >= total:    # little joined: keep the arrays rather than hold a copy beside them
+        return out_space[:k + 1], out_first[:k + 1], out_last[:k + 1]
     return out_space[:k + 1].copy(), out_first[:k + 1].copy(), out_last[:k + 1].copy()
 
 
@@ -178,6 +230,12 @@ class Streams:
         self.ends = np.empty((devices, window), np.int64)
         self.lengths = np.zeros(devices, np.int64)
 
+    def cover(self, devices: int) -> None:
+        """Room for devices numbered below `devices` (a device first seen in a later chunk starts afresh)."""
+        if devices > len(self.lengths):
+            self.ends = np.concatenate([self.ends, np.empty((devices - len(self.lengths), self.ends.shape[1]), np.int64)])
+            self.lengths = np.concatenate([self.lengths, np.zeros(devices - len(self.lengths), np.int64)])
+
 
 def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW,
                      streams: Streams | None = None) -> np.ndarray:
@@ -185,9 +243,11 @@ def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STRE
     requests to the same device ended (that end then continues this request's stream, and is no longer
     waited on), or spans more than one page. `streams` carries the state from an earlier chunk of the
     same trace (its devices numbered alike: see device_codes); without it, every stream starts afresh."""
-    order = np.argsort(requests["ts_s"].to_numpy(), kind="stable")
+    ts_s = requests["ts_s"].to_numpy()
+    order = np.arange(len(ts_s)) if (ts_s[1:] >= ts_s[:-1]).all() else np.argsort(ts_s, kind="stable")
     devices = device_codes(requests["device"]).astype(np.int64)
-    streams = streams or Streams(int(devices.max(initial=-1)) + 1, window)
+    streams = streams or Streams(0, window)
+    streams.cover(int(devices.max(initial=-1)) + 1)
     starts = requests["sector"].to_numpy(dtype=np.int64)[order]
     sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[order]
     continued = _continued(devices[order], starts, starts + sizes, streams.ends, streams.lengths)
@@ -321,7 +381,8 @@ class AccessTotals:
     def __init__(self):
         self.counts = dict.fromkeys(("requests", "read_requests", "write_requests", "read_bytes", "write_bytes",
                                      "pages", "read_pages", "sequential_pages", "tiny", "misaligned"), 0)
-        self.pages, self.read_pages = PageUnion(), PageUnion()
+        # reads and writes apart: the read pages are a metric of their own, and all pages their union
+        self.read_pages, self.write_pages = PageUnion(), PageUnion()
         self.flight = InFlight()
         self.latencies: list[np.ndarray] = []
 
@@ -331,8 +392,8 @@ class AccessTotals:
         counts["pages"] += int(lengths.sum())
         counts["read_pages"] += int(lengths[read].sum())
         counts["sequential_pages"] += int(lengths[read & pieces.sequential].sum())
-        self.pages.add(pieces.space, pieces.first_page, pieces.last_page)
         self.read_pages.add(pieces.space[read], pieces.first_page[read], pieces.last_page[read])
+        self.write_pages.add(pieces.space[~read], pieces.first_page[~read], pieces.last_page[~read])
         head = pieces.head
         sizes, head_read, head_write = pieces.request_size_sectors[head], read[head], pieces.write[head]
         counts["requests"] += len(sizes)
@@ -349,7 +410,7 @@ class AccessTotals:
     def summary(self, random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
         counts = self.counts
         pages, read_pages = counts["pages"], counts["read_pages"]
-        distinct, read_distinct = self.pages.distinct(), self.read_pages.distinct()
+        distinct, read_distinct = union_pages(self.read_pages, self.write_pages), self.read_pages.distinct()
         sequential_pct = 100.0 * counts["sequential_pages"] / read_pages if read_pages else float("nan")
         random_pct = 100.0 - sequential_pct if read_pages else float("nan")
         repeat_rate = pages / distinct if distinct else float("nan")

@@ -59,7 +59,8 @@ irregular payload sizes are walked one by one); a worker thread decodes and merg
 files by time while the caller's thread matches completions in batches (a sort by device
 and sector per batch, see Matcher) and fills preallocated columns; the text columns are
 categoricals over the codes kept meanwhile. Memory: about the result frame's own size (some
-50 bytes per request) plus a few MB.
+50 bytes per request) plus a few MB; with a sink (see Matcher), the requests in flight and a
+chunk of final ones.
 """
 
 import glob
@@ -77,12 +78,12 @@ import pandas as pd
 from .block_trace import (
     LARGEST_SECTOR,
     MAX_END_SECTOR,
+    MAX_LATENCY_US,
     REQUEST_COLUMNS,
     REQUEST_DTYPES,
     BlockTrace,
     classify,
     event_extent,
-    without_time_jumps,
 )
 from .errors import TraceFormatError
 from .prefetch import prefetched
@@ -130,8 +131,9 @@ _MAX_WALK = 4096     # records walked one by one (irregular payload sizes) befor
 _FIELDS = (("magic", "u4", 0), ("sequence", "u4", 4), ("time", "u8", 8), ("sector", "u8", 16), ("bytes", "u4", 24),
            ("action", "u4", 28), ("pid", "u4", 32), ("device", "u4", 36), ("cpu", "u4", 40), ("error", "u2", 44),
            ("pdu_len", "u2", 46))
-_COUNT_KEYS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "dispatch_without_completion",
-               "completion_without_dispatch")
+_COUNT_KEYS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "time_jumps",
+               "dispatch_without_completion", "completion_without_dispatch")
+SINK_ROWS = 1 << 18
 DATA, FLUSH, DISCARD, OTHER = 0, 1, 2, 3
 
 
@@ -568,6 +570,13 @@ class _Column:
         array.resize(self.length, refcheck=False)
         return array
 
+    def take_front(self, n: int) -> np.ndarray:
+        """The first n values, removed (the rest move to the front)."""
+        taken = self.array[:n].copy()
+        self.array[:self.length - n] = self.array[n:self.length]
+        self.length -= n
+        return taken
+
 
 class Matcher:
     """Matches completions to dispatches batch after batch, and collects the request rows.
@@ -578,18 +587,32 @@ class Matcher:
     in a key's sequence of dispatches (+1) and completions (-1), a completion finds no open
     dispatch exactly when the running count of completions minus dispatches reaches a new
     maximum above zero (a queue clamped at empty); every other completion is the k-th successful
-    one of its key and closes the key's k-th dispatch (oldest open first)."""
+    one of its key and closes the key's k-th dispatch (oldest open first).
 
-    def __init__(self, capacity: int):
+    A request whose completion comes before its dispatch, or over MAX_LATENCY_US after it, has a time
+    field out of step: it stays a row, without a latency, and is counted (time_jumps).
+
+    With a sink, the rows are not kept to the end: whenever SINK_ROWS of them are final, they are handed to
+    sink(frame) as a request frame (REQUEST_COLUMNS without process: a pid's last name is known only at the
+    end; the device's categories every device seen so far, in the order they came, so that a device has the
+    same code in every frame), in dispatch order, and dropped, so that memory follows the requests in flight, not the trace. A
+    row is final once it is closed, or open for MAX_LATENCY_US of the trace's clock (its completion, if one
+    comes, is then a time jump)."""
+
+    def __init__(self, capacity: int, sink=None):
         self.counts = dict.fromkeys(_COUNT_KEYS, 0)
         self.devices: dict[int, int] = {}
+        self.sink = sink
+        if sink is not None:
+            capacity = min(capacity, 2 * SINK_ROWS)
         self.columns = {name: _Column(dtype, capacity) for name, dtype in (
             ("ts_s", np.float64), ("sector", np.int64), ("size", np.int64), ("latency", np.float64), ("pid", np.int64),
             ("dev", np.uint16), ("rwbs", np.uint8))}
         self.rows = 0
+        self.base = 0          # the row in the columns' first place (the rows before went to the sink)
+        self.latest = 0        # the trace's clock so far, ns: the latest median time of a batch
         self.open = {"time": np.empty(0, np.int64), "sector": np.empty(0, np.uint64), "dev": np.empty(0, np.uint16),
                      "row": np.empty(0, np.int64)}
-        self.late: list[tuple[np.ndarray, np.ndarray]] = []      # latencies of rows of earlier batches
 
     def _device_codes(self, device: np.ndarray) -> np.ndarray:
         first = device[0]
@@ -605,6 +628,9 @@ class Matcher:
     def feed(self, events: dict):
         times, nbytes, action, sector = events["time"], events["bytes"], events["action"], events["sector"]
         n = len(times)
+        if n:
+            # a median (of a sample), not the maximum: one corrupt time must not make every open dispatch stale
+            self.latest = max(self.latest, int(np.median(times[::max(1, n // 63)])))
         dispatch = (action & _CODE_MASK) == BLK_TA_ISSUE
         dev = self._device_codes(events["device"])
         categories = action >> BLK_TC_SHIFT
@@ -654,18 +680,25 @@ class Matcher:
         completion = order[closing]
         rows = row[closed]
         latency_us = (times[completion] - times[closed]) / 1e3
+        jumped = (rows >= 0) & ((latency_us < 0) | (latency_us > MAX_LATENCY_US))
+        if jumped.any():
+            self.counts["time_jumps"] += int(jumped.sum())
+            latency_us[jumped] = np.nan
         mine = rows >= first_row
         if mine.all():
             latency[rows - first_row] = latency_us
         else:
             latency[rows[mine] - first_row] = latency_us[mine]
-            earlier = (rows >= 0) & ~mine
-            if earlier.any():
-                self.late.append((rows[earlier], latency_us[earlier]))
+            kept = ~mine & (rows >= self.base)
+            cols["latency"].array[rows[kept] - self.base] = latency_us[kept]
+            # a row handed to the sink was open for MAX_LATENCY_US: its completion is out of step
+            self.counts["time_jumps"] += int((~mine & (rows >= 0) & (rows < self.base) & ~jumped).sum())
         still_open.sort()
         open_rows = row[still_open]
         latency[open_rows[open_rows >= first_row] - first_row] = np.nan
         self.open = {"time": times[still_open], "sector": sector[still_open], "dev": dev[still_open], "row": open_rows}
+        if self.sink is not None:
+            self._hand_over(SINK_ROWS)
 
     def _count(self, other_dispatch: np.ndarray, rwbs: np.ndarray):
         index = np.flatnonzero(other_dispatch)
@@ -729,6 +762,24 @@ class Matcher:
 
     def finish(self):
         self.counts["dispatch_without_completion"] = len(self.open["time"])
+        if self.sink is not None:
+            self._hand_over(1, final=True)
+
+    def device_names(self) -> list[str]:
+        """The devices' names by their codes in the dev column."""
+        return [device_name(device) for device in sorted(self.devices, key=self.devices.get)]
+
+    def _hand_over(self, least: int, final: bool = False) -> None:
+        """The final rows to the sink, if there are at least `least` of them."""
+        held = self.open
+        waiting = held["row"][(held["row"] >= self.base)
+                              & (held["time"] >= self.latest - np.int64(MAX_LATENCY_US * 1000))]
+        final_rows = (self.rows if final or not len(waiting) else int(waiting.min())) - self.base
+        if final_rows < least:
+            return
+        taken = {name: column.take_front(final_rows) for name, column in self.columns.items()}
+        self.base += final_rows
+        self.sink(_frame(taken, self.device_names(), every_device=True))
 
 
 def _categorical(values: list, codes: np.ndarray) -> pd.Categorical:
@@ -777,22 +828,28 @@ def process_notes(events: dict, process: np.ndarray, last: dict[int, str], notes
     last.update(zip(pid[is_last].tolist(), names[code[is_last]], strict=True))
 
 
-def request_frame(matcher: Matcher, notes: Notes) -> pd.DataFrame:
-    if matcher.rows == 0:
-        return pd.DataFrame(columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
-    cols = matcher.columns
-    latency = cols["latency"].done()
-    for rows, values in matcher.late:
-        latency[rows] = values
-    ts_s, pid, rwbs = cols["ts_s"].done(), cols["pid"].done(), cols["rwbs"].done()
-    devices = sorted(matcher.devices, key=matcher.devices.get)
-    return pd.DataFrame({"ts_s": ts_s, "device": _categorical([device_name(d) for d in devices], cols["dev"].done()),
+def _frame(columns: dict, device_names: list[str], every_device: bool = False) -> pd.DataFrame:
+    """The request frame of the matcher's columns, without process. The device's categories are the devices
+    that occur, sorted; or, every_device, all of device_names in their order (the codes of the dev column)."""
+    rwbs, dev = columns["rwbs"], columns["dev"]
+    device = pd.Categorical.from_codes(dev, device_names) if every_device else _categorical(device_names, dev)
+    return pd.DataFrame({"ts_s": columns["ts_s"], "device": device,
                          "op": _categorical(_OPS[:256], rwbs), "rwbs": _categorical(_RWBS[:256], rwbs),
-                         "sector": cols["sector"].done(), "size_sectors": cols["size"].done(), "latency_us": latency,
-                         "pid": pid, "process": _process(pid, ts_s, notes.process)}, columns=REQUEST_COLUMNS, copy=False)
+                         "sector": columns["sector"], "size_sectors": columns["size"], "latency_us": columns["latency"],
+                         "pid": columns["pid"]}, copy=False)
 
 
-def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: int = CHUNK_BYTES) -> BlockTrace:
+def request_frame(matcher: Matcher, notes: Notes) -> pd.DataFrame:
+    """The rows the matcher kept (none where it had a sink), with their processes."""
+    if matcher.columns["ts_s"].length == 0:
+        return pd.DataFrame(columns=REQUEST_COLUMNS).astype(REQUEST_DTYPES)
+    frame = _frame({name: column.done() for name, column in matcher.columns.items()}, matcher.device_names())
+    frame["process"] = _process(frame["pid"].to_numpy(), frame["ts_s"].to_numpy(), notes.process)
+    return frame
+
+
+def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: int = CHUNK_BYTES,
+                          sink=None) -> BlockTrace:
     """Decode binary blktrace files into matched requests (the result of parse_ftrace).
 
     paths: one path or several; each an existing file (a per-CPU file, or a merged dump as
@@ -805,12 +862,13 @@ def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: 
     and counts["bad_bytes"] say so.
 
     chunk_bytes: how much of each file is read and decoded at a time (memory against speed).
+    sink: where the requests go as they are final (see Matcher), instead of the result's frame.
     """
     files, missing_cpu_files = _expand(paths)
     counts = {"bad_records": 0, "bad_bytes": 0, "missing_cpu_files": missing_cpu_files}
     notes = Notes()
     readers = [_Reader(path, notes, counts, tolerate_errors, chunk_bytes) for path in files]
-    matcher = Matcher(sum(reader.size for reader in readers) // (2 * HEADER_BYTES))
+    matcher = Matcher(sum(reader.size for reader in readers) // (2 * HEADER_BYTES), sink)
     batches = prefetched(_merged(readers))
     try:
         for events in batches:
@@ -820,9 +878,8 @@ def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: 
         for reader in readers:
             reader.close()
     matcher.finish()
-    frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
     markers = [(time / 1e9, text) for time, text in sorted(notes.markers, key=lambda marker: marker[0])]
-    return BlockTrace(frame, markers, {**matcher.counts, "time_jumps": time_jumps, **counts})
+    return BlockTrace(request_frame(matcher, notes), markers, {**matcher.counts, **counts})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -862,7 +919,7 @@ def _text_event(action: str, rest: str, rwbs: str):
     return None
 
 
-def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:
+def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False, sink=None) -> BlockTrace:
     """Parse blkparse's default text output (D and C lines; `m N` messages become markers).
 
     Times are relative to the trace's first event, as blkparse prints them. blkparse prints
@@ -871,9 +928,9 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
     note) becomes a missing process. Other actions, the "Input file" lines and the summary are ignored; a
     line that starts like an event but cannot be read raises TraceFormatError naming the
     file and line, unless tolerate_errors, which skips and counts it (bad_lines). The events
-    are paired by the binary decoder's matcher, a batch of lines at a time."""
+    are paired by the binary decoder's matcher, a batch of lines at a time; sink: see Matcher."""
     path = Path(path)
-    matcher, notes, batch = Matcher(path.stat().st_size // 100), Notes(), _TextBatch()
+    matcher, notes, batch = Matcher(path.stat().st_size // 100, sink), Notes(), _TextBatch()
     markers: list[tuple[float, str]] = []
     bad_lines = 0
     last_process: dict[int, str] = {}
@@ -908,8 +965,7 @@ def parse_blkparse_text(path: str | Path, tolerate_errors: bool = False) -> Bloc
                 batch = _TextBatch()
     batch.feed(matcher, notes, last_process)
     matcher.finish()
-    frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
-    return BlockTrace(frame, markers, {**matcher.counts, "time_jumps": time_jumps, "bad_lines": bad_lines})
+    return BlockTrace(request_frame(matcher, notes), markers, {**matcher.counts, "bad_lines": bad_lines})
 
 
 _TEXT_BATCH = 1 << 16

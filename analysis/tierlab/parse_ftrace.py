@@ -22,7 +22,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from .block_trace import LARGEST_SECTOR, BlockTrace, event_extent, without_time_jumps
+from .block_trace import LARGEST_SECTOR, BlockTrace, event_extent
 from .errors import TraceFormatError
 from .parse_blktrace import (
     BLK_TA_COMPLETE,
@@ -431,11 +431,11 @@ def _read_ahead(path: Path, tolerate_errors: bool):
             yield pending.popleft().result()
 
 
-def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:
+def parse_ftrace(path: str | Path, tolerate_errors: bool = False, sink=None) -> BlockTrace:
     """Parse one ftrace text file. Unparseable event lines raise TraceFormatError
-    naming the file and line, unless tolerate_errors, which skips and counts them."""
+    naming the file and line, unless tolerate_errors, which skips and counts them. sink: see Matcher."""
     path = Path(path)
-    matcher = Matcher(path.stat().st_size // 200)
+    matcher = Matcher(path.stat().st_size // 200, sink)
     notes = Notes()
     markers: list[tuple[float, str]] = []
     bad_lines = lost_events = 0
@@ -448,6 +448,5 @@ def parse_ftrace(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:
             process_notes(events, process, last_process, notes)
             matcher.feed(events)
     matcher.finish()
-    frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
-    return BlockTrace(frame, sorted(markers, key=lambda marker: marker[0]),
-                      {**matcher.counts, "time_jumps": time_jumps, "bad_lines": bad_lines, "lost_events": lost_events})
+    return BlockTrace(request_frame(matcher, notes), sorted(markers, key=lambda marker: marker[0]),
+                      {**matcher.counts, "bad_lines": bad_lines, "lost_events": lost_events})

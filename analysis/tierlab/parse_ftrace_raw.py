@@ -29,7 +29,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from .block_trace import BlockTrace, event_extent, without_time_jumps
+from .block_trace import BlockTrace, event_extent
 from .errors import TraceFormatError
 from .parse_blktrace import BLK_TA_COMPLETE, BLK_TA_ISSUE, BLK_TC_SHIFT, Matcher, Notes, process_notes, request_frame
 from .parse_ftrace import categories
@@ -184,9 +184,9 @@ def _texts(words: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return codes, texts
 
 
-def parse_ftrace_raw(path: str | Path, tolerate_errors: bool = False) -> BlockTrace:
+def parse_ftrace_raw(path: str | Path, tolerate_errors: bool = False, sink=None) -> BlockTrace:
     """Decode one raw ftrace window. A damaged page (or a cut last page) raises TraceFormatError naming the
-    file, unless tolerate_errors, which leaves it and counts it (bad_pages)."""
+    file, unless tolerate_errors, which leaves it and counts it (bad_pages). sink: see Matcher."""
     path = Path(path)
     layout, start = read_layout(path)
     # mapped, not read: the pages stay in the page cache, which can let them go
@@ -220,7 +220,7 @@ def parse_ftrace_raw(path: str | Path, tolerate_errors: bool = False) -> BlockTr
     bits = np.array([categories(name) for name in rwbs_names], dtype=np.uint32)
     comm_codes, comm_names = _texts(comm)
     comm_names = np.array(comm_names, dtype=object)
-    matcher, notes, last_process = Matcher(len(block) // 2), Notes(), {}
+    matcher, notes, last_process = Matcher(len(block) // 2, sink), Notes(), {}
     for first in range(0, len(block), BATCH_EVENTS):
         rows = block[first:first + BATCH_EVENTS]
         issue = kind[rows] == ISSUE
@@ -232,8 +232,7 @@ def parse_ftrace_raw(path: str | Path, tolerate_errors: bool = False) -> BlockTr
         process_notes(batch, np.where(issue, comm_names[comm_codes[rows]], None), last_process, notes)
         matcher.feed(batch)
     matcher.finish()
-    frame, time_jumps = without_time_jumps(request_frame(matcher, notes))
-    return BlockTrace(frame, markers, {**matcher.counts, "time_jumps": time_jumps, "bad_pages": bad_pages,
+    return BlockTrace(request_frame(matcher, notes), markers, {**matcher.counts, "bad_pages": bad_pages,
                                        "lost_events": int(counts[LOST_EVENTS]), "lost_pages": int(counts[LOST_PAGES]),
                                        "other_records": int(counts[OTHER_RECORDS])})
 

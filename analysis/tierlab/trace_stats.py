@@ -1,17 +1,20 @@
 """Statistics of any block trace, without a run directory (`tierlab trace-stats`).
 
-Pages are aligned to the device (no file mapping is known), at the given page size.
+Pages are aligned to the device (no file mapping is known), at the given page size. A trace is read
+as a stream: its requests go to the metrics a chunk at a time as they are matched, so that memory
+follows what the metrics keep (the distinct page runs, the latencies), not the trace.
 """
 
 import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from .block_trace import BlockTrace, concat_requests
+from .block_trace import concat_requests
 from .errors import TraceFormatError
 from .metrics import AccessTotals, Pieces, Streams, sequential_flags
-from .parse_blktrace import parse_blkparse_text, parse_blktrace_binary
+from .parse_blktrace import SINK_ROWS, parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 from .parse_ftrace_raw import MAGIC as RAW_MAGIC
 from .parse_ftrace_raw import parse_ftrace_raw
@@ -21,7 +24,7 @@ BLKTRACE_MAGIC = 0x65617400
 # a blkparse event line starts with the device: "  7,1    0        1     0.000000000 ..."
 BLKPARSE_LINE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", re.MULTILINE)
 OTHER_COUNTS = ("flush", "discard", "other_op", "zero_length")
-CHUNK_REQUESTS = 1 << 18
+PARSERS = {"blkparse": parse_blkparse_text, "ftrace": parse_ftrace, "ftrace-raw": parse_ftrace_raw}
 # counts that mean the trace is not the whole truth: what each says, for a warning
 SUSPECT_COUNTS = {
     "lost_events": "events lost by the tracer (their requests are missing)",
@@ -32,7 +35,8 @@ SUSPECT_COUNTS = {
     "other_records": "records of other events in a raw ftrace window (skipped)",
     "missing_cpu_files": "CPU numbers without a per-CPU file (a CPU offline, or its file and events missing)",
     "beyond_bounds": "requests beyond 2^63 bytes or 4 GiB long (corrupt fields; left out)",
-    "time_jumps": "requests completed before their dispatch or over 300 s after it (corrupt times; left out)",
+    "time_jumps": "requests completed before their dispatch or over 300 s after it (corrupt times; their latency "
+                  "left out)",
 }
 
 
@@ -66,8 +70,10 @@ def detect_format(path: str) -> str:
                            "neither binary blktrace, nor blkparse's text, nor ftrace's text or raw window")
 
 
-def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = False, progress=None) -> BlockTrace:
-    """All paths parsed into one trace; `progress(done, total, label)` is called before each."""
+def trace_sources(paths: list[str], fmt: str = "auto") -> list[tuple[str, list[str]]]:
+    """The traces to read, as (format, paths): every binary file in one source (the decoder merges them by
+    time, and pairs a completion with its dispatch whichever CPU's file holds it), each other file alone.
+    Refuses an unknown format, a path given twice, and a file whose format is not the one asked for."""
     if fmt not in FORMATS:
         raise TraceFormatError(f"format {fmt!r} is unknown; allowed: {', '.join(FORMATS)}")
     seen: dict[Path, str] = {}
@@ -76,53 +82,66 @@ def read_traces(paths: list[str], fmt: str = "auto", tolerate_errors: bool = Fal
         if real in seen:
             raise TraceFormatError(f"{path} is the same trace as {seen[real]}; give each trace once")
         seen[real] = path
-    parsed = []
     kinds = [detect_format(path) for path in paths]
     for path, kind in zip(paths, kinds, strict=True):
         if fmt not in ("auto", kind):
             raise TraceFormatError(f"{path} is in the {kind} format, not {fmt}: give --format {kind}, or leave --format out")
-    for number, (path, kind) in enumerate(zip(paths, kinds, strict=True), 1):
-        if progress:
-            progress(number, len(paths), f"{path} ({kind})")
-        if kind == "binary":
-            parsed.append(parse_blktrace_binary([path], tolerate_errors))
-        elif kind == "blkparse":
-            parsed.append(parse_blkparse_text(path, tolerate_errors))
-        elif kind == "ftrace-raw":
-            parsed.append(parse_ftrace_raw(path, tolerate_errors))
-        else:
-            parsed.append(parse_ftrace(path, tolerate_errors))
-    requests = parsed[0].requests if len(parsed) == 1 else concat_requests([p.requests for p in parsed])
-    if not requests["ts_s"].is_monotonic_increasing:
-        requests = requests.sort_values("ts_s", kind="stable").reset_index(drop=True)
+    binary = [path for path, kind in zip(paths, kinds, strict=True) if kind == "binary"]
+    return ([("binary", binary)] if binary else []) + [(kind, [path]) for path, kind in zip(paths, kinds, strict=True)
+                                                       if kind != "binary"]
+
+
+class StatsSink:
+    """The metrics of requests given a chunk at a time, in dispatch order (a Matcher's sink)."""
+
+    def __init__(self, page_bytes: int):
+        self.page_bytes = page_bytes
+        self.totals, self.streams = AccessTotals(), Streams(0)
+        self.devices: set[str] = set()
+
+    def __call__(self, requests: pd.DataFrame) -> None:
+        reads = (requests["op"] == "R").to_numpy()
+        sequential = np.zeros(len(requests), dtype=bool)
+        sequential[reads] = sequential_flags(requests.loc[reads, ["ts_s", "device", "sector", "size_sectors"]],
+                                             self.page_bytes, streams=self.streams)
+        self.totals.add(Pieces.of_requests(requests, sequential, self.page_bytes))
+        self.devices.update(requests["device"].unique().tolist())
+
+
+def _parse(kind: str, paths: list[str], tolerate_errors: bool, sink=None):
+    if kind == "binary":
+        return parse_blktrace_binary(paths, tolerate_errors, sink=sink)
+    return PARSERS[kind](paths[0], tolerate_errors, sink=sink)
+
+
+def trace_stats(paths: list[str], fmt: str, tolerate_errors: bool, page_bytes: int, progress=None) -> dict:
+    """The statistics of the traces at paths, together; `progress(done, total, label)` is called before each
+    source is read. One source streams into the metrics; several (say a binary trace and an ftrace file)
+    are read whole, merged by dispatch time, then measured in the same chunks."""
+    sources = trace_sources(paths, fmt)
+    sink = StatsSink(page_bytes)
     counts: dict[str, int] = {}
-    for p in parsed:
-        for key, value in p.counts.items():
+    parsed = []
+    for number, (kind, source) in enumerate(sources, 1):
+        if progress:
+            progress(number, len(sources), f"{' '.join(source)} ({kind})")
+        trace = _parse(kind, source, tolerate_errors, sink if len(sources) == 1 else None)
+        for key, value in trace.counts.items():
             counts[key] = counts.get(key, 0) + value
-    markers = sorted(m for p in parsed for m in p.markers)
-    return BlockTrace(requests, markers, counts)
-
-
-def trace_stats(trace: BlockTrace, page_bytes: int) -> dict:
-    # no file is known: every request is one piece, and its pages are device-aligned; the trace is
-    # in dispatch order, and read a chunk at a time, so that what the metrics hold beside it stays small
-    requests = trace.requests
-    totals, streams = AccessTotals(), Streams(len(requests["device"].cat.categories))
-    for begin in range(0, len(requests), CHUNK_REQUESTS):
-        chunk = requests.iloc[begin:begin + CHUNK_REQUESTS]
-        reads = (chunk["op"] == "R").to_numpy()
-        sequential = np.zeros(len(chunk), dtype=bool)
-        sequential[reads] = sequential_flags(chunk.loc[reads, ["ts_s", "device", "sector", "size_sectors"]], page_bytes,
-                                             streams=streams)
-        totals.add(Pieces.of_requests(chunk, sequential, page_bytes))
-    summary = totals.summary()
+        parsed.append(trace.requests)
+    if len(sources) > 1:
+        requests = concat_requests(parsed).sort_values("ts_s", kind="stable").reset_index(drop=True)
+        del parsed
+        for begin in range(0, len(requests), SINK_ROWS):
+            sink(requests.iloc[begin:begin + SINK_ROWS])
+    summary = sink.totals.summary()
     latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
                for key in list(summary) if key.startswith("latency_")}
     return {
         **summary,
-        "other_requests": sum(trace.counts.get(key, 0) for key in OTHER_COUNTS),
+        "other_requests": sum(counts.get(key, 0) for key in OTHER_COUNTS),
         "page_size_bytes": page_bytes,
         "latency_us": latency,
-        "counts": trace.counts,
-        "devices": sorted(requests["device"].unique().tolist()),
+        "counts": counts,
+        "devices": sorted(sink.devices),
     }

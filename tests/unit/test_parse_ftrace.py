@@ -127,10 +127,10 @@ def test_a_sector_beyond_2_63_bytes_is_counted_and_left_out(tmp_path):
     assert (trace.counts["beyond_bounds"], trace.counts["completion_without_dispatch"]) == (1, 0)
 
 
-def test_a_dispatch_time_after_its_completion_is_a_time_jump_counted_and_left_out(tmp_path):
+def test_a_dispatch_time_after_its_completion_is_a_time_jump_counted_and_its_latency_left_out(tmp_path):
     body = issue(72000000.0, "R", 100, 8) + complete(1.1, "R", 100, 8) + issue(1.2, "R", 8, 8) + complete(1.3, "R", 8, 8)
     trace = parse_ftrace(write_trace(tmp_path, body))
-    assert trace.requests["sector"].tolist() == [8]
+    assert trace.requests[["sector", "latency_us"]].fillna(-1).values.tolist() == [[100, -1], [8, pytest.approx(1e5)]]
     assert trace.counts["time_jumps"] == 1
 
 
