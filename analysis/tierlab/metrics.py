@@ -205,6 +205,8 @@ def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
 def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
     """Positions by space, then by first page (np.lexsort is three times slower; ties need no order)."""
     by_page = np.argsort(first_page)
+    if not len(space) or (space == space[0]).all():     # one device, or one object: no second sort
+        return by_page
     spaces = space - space.min(initial=0)
     return by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max(initial=0)))[by_page], kind="stable")]
 
