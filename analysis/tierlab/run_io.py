@@ -138,7 +138,19 @@ def read_manifest(run_dir: Path) -> dict:
 
 def read_query_rows(run_dir: Path) -> pd.DataFrame:
     rows_file = run_dir / "raw" / "queries.jsonl"
-    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()] if rows_file.exists() else []
+    rows = []
+    for number, line in enumerate(rows_file.read_text().splitlines() if rows_file.exists() else [], 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            row = error
+        if not isinstance(row, dict):
+            raise RunDirError(f"{rows_file}:{number}: not a query row ({row}): each line is one JSON object as the "
+                              "query loop writes it; it was damaged after the run wrote it (remove the line and "
+                              "resume the run to measure that query again)")
+        rows.append(row)
     frame = pd.DataFrame(rows, columns=[c for c in QUERY_COLUMNS if not c.startswith("io_time") and c != "trace_complete"]
                          + ["trace_files"])
     return frame

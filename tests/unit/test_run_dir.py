@@ -40,6 +40,17 @@ def test_a_damaged_manifest_is_named_with_the_parse_error(tmp_path):
                                      "double quotes: line 1 column 22 (char 21)); it was damaged after the run wrote it")
 
 
+def test_a_damaged_query_row_is_named_by_its_file_and_line(tmp_path):
+    run = make_run(tmp_path, read(1.0, 64))
+    rows = run / "raw" / "queries.jsonl"
+    rows.write_text(rows.read_text() + '{"query": "q05", "try": 1, "sta\n')
+    with pytest.raises(RunDirError) as err:
+        load_run(run)
+    assert str(err.value) == (f"{rows}:2: not a query row (Unterminated string starting at: line 1 column 28 (char 27)): "
+                              "each line is one JSON object as the query loop writes it; it was damaged after the run "
+                              "wrote it (remove the line and resume the run to measure that query again)")
+
+
 def test_a_file_given_as_a_run_directory_is_refused(tmp_path):
     path = tmp_path / "report.html"
     path.write_text("<html>")
