@@ -20,7 +20,6 @@ from .run_io import (
     read_manifest,
     read_requests,
     read_table,
-    read_tables,
     tiers_dilation,
     write_tables,
 )
@@ -72,23 +71,43 @@ def _manifest(args) -> None:
 
 
 def _compare(args) -> None:
-    from .report import write_comparison_report
+    from .report import compare_runs
 
-    runs, dilations = {}, {}
-    for run_dir in map(Path, args.run_dirs):
-        run = read_manifest(run_dir)
-        run_id = run["run_id"]
-        if run_id in runs:
-            raise RunDirError(f"run {run_id} is given twice ({run_dir} and an earlier argument); give each run once")
-        runs[run_id] = read_tables(run_dir)
-        dilations[run_id] = (run.get("tiers_fidelity") or {}).get("dilation") or 1.0
-    if len(set(dilations.values())) > 1:
-        each = ", ".join(f"{run_id} {k:g}x" for run_id, k in dilations.items())
-        raise RunDirError(f"these runs' modelled time was dilated differently ({each}), so their times cannot be "
-                          "compared; run them on tiers brought up with the same tiers_dilation")
-    out = Path(args.out) if args.out else Path(args.run_dirs[0]).parent / ("compare_" + "__".join(runs))[:200]
-    for path in write_comparison_report(out, runs):
+    for path in compare_runs([Path(run_dir) for run_dir in args.run_dirs], Path(args.out) if args.out else None):
         print(path)
+
+
+def _study(args) -> None:
+    from .report import compare_runs
+    from .study import new_study_dir, points, read_study, read_study_record, run_study
+
+    if args.resume:
+        study_dir = Path(args.resume)
+        record = read_study_record(study_dir)
+        study = read_study(args.file) if args.file else record["study"]
+    elif args.file:
+        study = read_study(args.file)
+        study_dir = new_study_dir(Path(args.results_dir), study)
+    else:
+        raise StudyInputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
+    try:
+        extra = json.loads(args.extra_vars)
+    except ValueError as error:
+        raise StudyInputError(f"--extra-vars {args.extra_vars!r} is not JSON ({error})") from None
+    if not isinstance(extra, dict):
+        raise StudyInputError(f"--extra-vars {args.extra_vars!r}: give a JSON object, "
+                              """e.g. '{"tierlab_root": "/srv/tierlab"}'""")
+    print(f"study {study_dir}", flush=True)
+    record = run_study(study, study_dir, extra)
+    ok = [study_dir / point["run_id"] for point in record["points"] if point["status"] == "ok"]
+    if len(ok) > 1:
+        for path in compare_runs(ok, study_dir / "compare"):
+            print(path)
+    total = len(points(study))
+    left = total - len(ok)
+    if left:
+        sys.exit(f"tierlab study: {left} of {total} points have no ok run (study.json says why, where one ran); "
+                 f"run them with: tierlab study --resume {study_dir}")
 
 
 def _weights(text: str | None, queries: list[str]) -> dict[str, float]:
@@ -276,6 +295,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--out", help="directory for report.html, summary.md and compare.csv")
     p.set_defaults(func=_compare)
+    p = sub.add_parser("study", help="run a study: one workload over a matrix of variables, a run per point, "
+                                    "resumable; then compare the runs")
+    p.add_argument("file", nargs="?", help="the study file (YAML; README: Studies of many runs)")
+    p.add_argument("--resume", metavar="STUDY_DIR", help="run the points of results/<study_id> that have no ok run yet")
+    p.add_argument("--results-dir", default="results", help="where the study's directory is made (default: results)")
+    p.add_argument("--extra-vars", default="{}", metavar="JSON",
+                   help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root)")
+    p.set_defaults(func=_study)
+
     p = sub.add_parser("recommend", help="the best layout for a fast-tier capacity, the capacity curve, and the fast "
                                          "tier as a block cache instead, predicted from traced runs")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="analyzed runs of one engine and workload")

@@ -15,9 +15,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .engine_view import definition  # noqa: E402
+from .errors import RunDirError  # noqa: E402
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
 from .plans import plan_summary  # noqa: E402
-from .run_io import cut_traces, tiers_dilation  # noqa: E402
+from .run_io import cut_traces, read_manifest, read_tables, tiers_dilation  # noqa: E402
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
                   "engine_sequential_pct", "engine_pages_read", "repeat_access_rate", "category", "read_pages",
@@ -254,6 +255,25 @@ def _definitions(parameters: dict, engine: str) -> str:
             f"Categories: random when random_pct > {parameters['random_threshold_pct']:g}, repeated when "
             f"repeat_access_rate > {parameters['repeat_threshold']:g}: 1 random repeated, 2 random, 3 sequential, "
             "4 sequential repeated.")
+
+
+def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
+    """The comparison report of analyzed runs (by default beside the first, named after them all); refuses a
+    run given twice and runs whose modelled time was dilated differently."""
+    runs, dilations = {}, {}
+    for run_dir in run_dirs:
+        run = read_manifest(run_dir)
+        run_id = run["run_id"]
+        if run_id in runs:
+            raise RunDirError(f"run {run_id} is given twice ({run_dir} and an earlier argument); give each run once")
+        runs[run_id] = read_tables(run_dir)
+        dilations[run_id] = (run.get("tiers_fidelity") or {}).get("dilation") or 1.0
+    if len(set(dilations.values())) > 1:
+        each = ", ".join(f"{run_id} {k:g}x" for run_id, k in dilations.items())
+        raise RunDirError(f"these runs' modelled time was dilated differently ({each}), so their times cannot be "
+                          "compared; run them on tiers brought up with the same tiers_dilation")
+    out = out or run_dirs[0].parent / ("compare_" + "__".join(runs))[:200]
+    return write_comparison_report(out, runs)
 
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:

@@ -159,6 +159,11 @@ ENGINE_VARIABLES = {
 }
 
 
+# the variables of one run (README: Variables), besides resume and results_dir
+RUN_VARIABLES = ("engine", "layout", "scale_factor", "queries", "page_size", "buffer_pool", "query_timeout_s", "tries",
+                 "cold", "trace", "trace_backend", "system_tier", *ENGINE_VARIABLES)
+
+
 def _engine_variables(values: dict, engine: str) -> dict:
     """The engine-specific variables, typed: given or defaulted where they apply, None elsewhere."""
     typed = {}

@@ -1,0 +1,257 @@
+"""A study of many runs (`tierlab study`): one workload over a matrix of variables, each point a run
+directory of results/<study_id>/, the points run one after the other by the workload's playbook and
+recorded in results/<study_id>/study.json as they end, so that a study stopped half-way resumes point
+by point. The study file (YAML):
+
+    name: e5-plans                    # the study's name: letters, digits, . _ -
+    workload: ssb                     # tpch or ssb: playbooks/<workload>.yml
+    variables:                        # the same in every run (the playbook's variables, README)
+      engine: postgresql
+      queries: 1.1,3.4
+    matrix:                           # every combination of these, the last varying fastest
+      layout: [None, ALL]
+      join_plan: [optimizer, hash, index]
+    repetitions: 1                    # runs of each point
+
+Every point's variables are checked, as the playbook checks them, before the first run starts. An
+interrupt (Ctrl-C) lets the point that runs finish, then stops: the playbook runs in a session of its
+own, so that the signal does not cut a run in half.
+"""
+
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from .errors import RunDirError, StudyInputError
+from .study_vars import RUN_VARIABLES, validate
+
+PROJECT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml"}
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+SCHEMA_VERSION = 1
+# the playbook's progress lines (a query's end, a phase's progress) that the study passes on as they come
+PROGRESS_LINE = re.compile(r'^\s*"msg": "(.*\(\d+ of \d+\).*)"$')
+
+
+def _defaults() -> dict:
+    """The playbooks' defaults of the run variables (playbooks/group_vars/all.yml)."""
+    values = yaml.safe_load((PROJECT / "playbooks" / "group_vars" / "all.yml").read_text())
+    return {name: values[name] for name in RUN_VARIABLES}
+
+
+def _scalar(where: str, value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if not isinstance(value, str | int | float) or isinstance(value, float) and value != value:
+        raise StudyInputError(f"{where}: {value!r} is not a single value (a string or a number)")
+    return str(value)
+
+
+def read_study(path: str | Path) -> dict:
+    """The study file, checked (see checked_study)."""
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise StudyInputError(f"{path}: cannot read the study file ({error.strerror})") from None
+    except yaml.YAMLError as error:
+        raise StudyInputError(f"{path} is not valid YAML ({error})") from None
+    return checked_study(spec, path)
+
+
+def read_study_record(study_dir: Path) -> dict:
+    """A study's study.json, its study checked again (the variables' rules may have changed since)."""
+    path = study_dir / "study.json"
+    try:
+        record = json.loads(path.read_text())
+    except OSError as error:
+        raise RunDirError(f"{path}: cannot read it ({error.strerror}); give a study directory, "
+                          "results/<study_id>") from None
+    except ValueError as error:
+        raise RunDirError(f"{path} is not valid JSON ({error}); it was damaged after the study wrote it") from None
+    if record.get("schema_version") != SCHEMA_VERSION:
+        raise RunDirError(f"{path}: study schema_version {record.get('schema_version')!r} is not one this tierlab "
+                          f"reads (it reads {SCHEMA_VERSION})")
+    checked_study(record["study"], path)
+    return record
+
+
+def checked_study(spec, path: Path) -> dict:
+    """A study from its file's mapping: its keys, its variables' names, and every point's values checked
+    as the playbook checks them."""
+    if not isinstance(spec, dict):
+        raise StudyInputError(f"{path}: a study file is a mapping with {', '.join(STUDY_KEYS)}")
+    unknown = sorted(set(spec) - set(STUDY_KEYS))
+    if unknown:
+        raise StudyInputError(f"{path}: unknown key(s) {', '.join(unknown)}; a study file has {', '.join(STUDY_KEYS)}")
+    name = str(spec.get("name", ""))
+    if not NAME.fullmatch(name):
+        raise StudyInputError(f"{path}: name {name!r} is not allowed; allowed: letters, digits, '.', '_' and '-', "
+                              "starting with a letter or digit, at most 64")
+    workload = spec.get("workload")
+    if workload not in PLAYBOOKS:
+        raise StudyInputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(PLAYBOOKS)}")
+    variables, matrix = spec.get("variables") or {}, spec.get("matrix") or {}
+    if not isinstance(variables, dict) or not isinstance(matrix, dict):
+        raise StudyInputError(f"{path}: variables and matrix are mappings of variable names")
+    for variable in [*variables, *matrix]:
+        if variable not in RUN_VARIABLES:
+            raise StudyInputError(f"{path}: {variable!r} is not a run variable; the run variables are "
+                                  f"{', '.join(RUN_VARIABLES)}")
+    both = sorted(set(variables) & set(matrix))
+    if both:
+        raise StudyInputError(f"{path}: {', '.join(both)} in both variables and matrix; give each in one of them")
+    for variable, values in matrix.items():
+        if not isinstance(values, list) or not values:
+            raise StudyInputError(f"{path}: matrix {variable}: give a list of one or more values, e.g. [None, ALL]")
+    repetitions = spec.get("repetitions", 1)
+    if not isinstance(repetitions, int) or isinstance(repetitions, bool) or not 1 <= repetitions <= 100:
+        raise StudyInputError(f"{path}: repetitions {repetitions!r} is not allowed; allowed: a whole number from 1 to 100")
+    study = {"name": name, "workload": workload,
+             "variables": {k: _scalar(f"{path}: variables {k}", v) for k, v in variables.items()},
+             "matrix": {k: [_scalar(f"{path}: matrix {k}", v) for v in values] for k, values in matrix.items()},
+             "repetitions": repetitions}
+    defaults = _defaults()
+    for point in points(study):
+        try:
+            validate({**defaults, **point["variables"], "workload": workload})
+        except StudyInputError as error:
+            where = " ".join(f"{k}={v}" for k, v in point["variables"].items() if k in matrix)
+            raise StudyInputError(f"{path}: point {point['point']} ({where}): {error}") from None
+    return study
+
+
+def points(study: dict) -> list[dict]:
+    """Every point of the matrix, each repetition apart: number (from 1), repetition, variables."""
+    names = list(study["matrix"])
+    combinations = list(itertools.product(*study["matrix"].values())) or [()]
+    return [{"point": number, "repetition": repetition,
+             "variables": {**study["variables"], **dict(zip(names, values, strict=True))}}
+            for number, (values, repetition) in enumerate(
+                ((values, r) for values in combinations for r in range(1, study["repetitions"] + 1)), 1)]
+
+
+def _write(study_dir: Path, record: dict) -> None:
+    """study.json, replaced whole (a reader never sees half of it)."""
+    partial = study_dir / "study.json.partial"
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(partial, study_dir / "study.json")
+
+
+def _run_dirs(study_dir: Path) -> set[str]:
+    return {p.name for p in study_dir.iterdir() if (p / "config" / "study.json").exists()}
+
+
+def _run_status(run_dir: Path) -> str:
+    try:
+        return json.loads((run_dir / "manifest.json").read_text()).get("status", "unknown")
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def _label(point: dict, study: dict) -> str:
+    varied = " ".join(f"{k}={point['variables'][k]}" for k in study["matrix"])
+    return (varied or "the only point") + (f" (repetition {point['repetition']})" if study["repetitions"] > 1 else "")
+
+
+def run_point(study: dict, point: dict, study_dir: Path, resume_run: str | None, extra: dict, out) -> dict:
+    """One point's run by its playbook; what study.json records of it."""
+    log = study_dir / "logs" / f"point-{point['point']:03d}.log"
+    log.parent.mkdir(exist_ok=True)
+    variables = {**extra, **point["variables"], "results_dir": str(study_dir)}
+    if resume_run:
+        variables["resume"] = resume_run
+    before = _run_dirs(study_dir)
+    started = time.monotonic()
+    command = [str(ANSIBLE_PLAYBOOK), PLAYBOOKS[study["workload"]],
+               "-e", json.dumps(variables)]
+    with open(log, "a") as sink:
+        sink.write(f"$ {' '.join(command)}\n")
+        sink.flush()
+        child = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True,
+                                 env={**os.environ, "ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
+        for line in child.stdout:
+            sink.write(line)
+            if (shown := PROGRESS_LINE.match(line)) is not None:
+                print(f"    {shown[1]}", file=out, flush=True)
+        returncode = child.wait()
+    new = sorted(_run_dirs(study_dir) - before)
+    run_id = resume_run or (new[0] if len(new) == 1 else None)
+    status = _run_status(study_dir / run_id) if run_id else "failed"
+    if returncode != 0 and status == "ok":
+        status = "failed"
+    error = None
+    if status != "ok":
+        tail = [line.strip() for line in log.read_text().splitlines() if "fatal:" in line or '"msg":' in line]
+        error = (tail[-1] if tail else f"ansible-playbook exited with {returncode}") + f" (log: {log})"
+    return {**point, "run_id": run_id, "status": status, "error": error, "seconds": round(time.monotonic() - started, 1)}
+
+
+def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict:
+    """Run every point of the study that has no ok run yet in study_dir, recording each as it ends; an
+    interrupt stops the study once the point that runs has ended."""
+    given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
+    if given:
+        raise StudyInputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
+                              "matrix), so that study.json says what each run had; results_dir and resume are the study's")
+    if not ANSIBLE_PLAYBOOK.exists():
+        raise StudyInputError(f"{ANSIBLE_PLAYBOOK} is missing: a study runs the playbooks with the ansible installed "
+                              "beside tierlab (make setup installs it)")
+    study_dir.mkdir(parents=True, exist_ok=True)
+    record_file = study_dir / "study.json"
+    if record_file.exists():
+        record = json.loads(record_file.read_text())
+        if record["study"] != study:
+            raise StudyInputError(f"{study_dir} holds another study (its study.json differs from the study file); "
+                                  "resume it with the study file it was started with, or start a new study")
+    else:
+        record = {"schema_version": SCHEMA_VERSION, "study_id": study_dir.name, "study": study,
+                  "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "points": []}
+    done = {p["point"]: p for p in record["points"]}
+    todo = [p for p in points(study) if done.get(p["point"], {}).get("status") != "ok"]
+    total = len(points(study))
+    spent: list[float] = []
+    stop: list[int] = []
+
+    def interrupted(signum, frame) -> None:
+        stop.append(signum)
+        print("interrupted: the study stops when this point's run has ended", file=out, flush=True)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        for k, point in enumerate(todo, 1):
+            print(f"point {point['point']} of {total}: {_label(point, study)}", file=out, flush=True)
+            earlier = done.get(point["point"], {})
+            result = run_point(study, point, study_dir, earlier.get("run_id"), extra, out)
+            done[point["point"]] = result
+            record["points"] = [done[number] for number in sorted(done)]
+            _write(study_dir, record)
+            spent.append(result["seconds"])
+            left = sum(spent) / len(spent) * (len(todo) - k)
+            print(f"point {point['point']} of {total}: {result['status']} in {result['seconds']:.0f} s, run "
+                  f"{result['run_id'] or '(none)'}" + (f"; about {left:.0f} s left" if k < len(todo) else "")
+                  + (f"\n    {result['error']}" if result["error"] else ""), file=out, flush=True)
+            if stop:
+                break
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if len(record["points"]) == total:
+        record["ended_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    _write(study_dir, record)
+    return record
+
+
+def new_study_dir(results_dir: Path, study: dict) -> Path:
+    return results_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}_{study['name']}"

@@ -1,0 +1,59 @@
+"""A study of many runs: a 2 x 2 matrix run point by point, stopped by an interrupt and resumed."""
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import ROOT, SCALE_FACTOR, TEST_ROOT
+
+STUDY = f"""
+name: sweep
+workload: tpch
+variables:
+  engine: mariadb
+  scale_factor: {SCALE_FACTOR}
+  queries: "3"
+matrix:
+  layout: [None, ALL]
+  buffer_pool: [5%, 20%]
+"""
+HOST = {"tierlab_root": TEST_ROOT, "mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516}
+
+
+def tierlab_study(*args: str) -> list[str]:
+    return [str(ROOT / ".venv/bin/tierlab"), "study", *args, "--extra-vars", json.dumps(HOST)]
+
+
+def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest(study, tmp_path):
+    spec = tmp_path / "sweep.yml"
+    spec.write_text(STUDY)
+    child = subprocess.Popen(tierlab_study(str(spec), "--results-dir", str(study.results_dir)), cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    study_dir = Path(child.stdout.readline().removeprefix("study ").strip())
+    assert (study_dir.parent, study_dir.name[16:]) == (study.results_dir, "_sweep")
+    assert child.stdout.readline().strip() == "point 1 of 4: layout=None buffer_pool=5%"
+    child.send_signal(signal.SIGINT)
+    output = child.communicate(timeout=1800)[0]
+    assert child.returncode == 1, output
+    assert "interrupted: the study stops when this point's run has ended" in output
+    assert f"3 of 4 points have no ok run (study.json says why, where one ran); run them with: tierlab study " \
+           f"--resume {study_dir}" in output
+    record = json.loads((study_dir / "study.json").read_text())
+    assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok")]
+    first_run = record["points"][0]["run_id"]
+
+    resumed = subprocess.run(tierlab_study("--resume", str(study_dir)), cwd=ROOT, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    record = json.loads((study_dir / "study.json").read_text())
+    assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok"), (2, "ok"), (3, "ok"), (4, "ok")]
+    assert record["points"][0]["run_id"] == first_run
+    ran = {}
+    for point in record["points"]:
+        settings = json.loads((study_dir / point["run_id"] / "config" / "study.json").read_text())["study"]
+        ran[point["point"]] = (settings["layout"], settings["buffer_pool"]["percent"])
+    assert ran == {1: ("None", 5.0), 2: ("None", 20.0), 3: ("ALL", 5.0), 4: ("ALL", 20.0)}
+    compared = pd.read_csv(study_dir / "compare" / "compare.csv")
+    assert sorted(compared["run"].unique()) == sorted(point["run_id"] for point in record["points"])

@@ -1,0 +1,92 @@
+"""A study file: what it may say, the points it makes, and what it refuses before any run starts."""
+
+import json
+
+import pytest
+
+from tierlab.errors import RunDirError, StudyInputError
+from tierlab.study import points, read_study, read_study_record, run_study
+
+STUDY = """
+name: e5-plans
+workload: ssb
+variables:
+  engine: postgresql
+  scale_factor: 1
+  queries: 1.1,3.4
+matrix:
+  layout: [None, ALL]
+  join_plan: [optimizer, hash, index]
+"""
+
+
+def study_file(tmp_path, text: str):
+    path = tmp_path / "study.yml"
+    path.write_text(text)
+    return path
+
+
+def test_the_points_are_every_combination_the_last_variable_varying_fastest(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY))
+    assert (study["name"], study["workload"], study["repetitions"]) == ("e5-plans", "ssb", 1)
+    assert [(p["point"], p["variables"]["layout"], p["variables"]["join_plan"]) for p in points(study)] == [
+        (1, "None", "optimizer"), (2, "None", "hash"), (3, "None", "index"),
+        (4, "ALL", "optimizer"), (5, "ALL", "hash"), (6, "ALL", "index")]
+    assert points(study)[0]["variables"] == {"engine": "postgresql", "scale_factor": "1", "queries": "1.1,3.4",
+                                             "layout": "None", "join_plan": "optimizer"}
+
+
+def test_repetitions_are_points_of_their_own(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY + "repetitions: 2\n"))
+    assert [(p["point"], p["variables"]["join_plan"], p["repetition"]) for p in points(study)][:3] == [
+        (1, "optimizer", 1), (2, "optimizer", 2), (3, "hash", 1)]
+
+
+def test_a_point_the_playbook_would_refuse_is_refused_before_any_run(tmp_path):
+    path = study_file(tmp_path, STUDY.replace("engine: postgresql", "io_threads: 8").replace(
+        "matrix:", "matrix:\n  engine: [mariadb, postgresql]").replace("join_plan: [optimizer, hash, index]", ""))
+    with pytest.raises(StudyInputError) as err:
+        read_study(path)
+    assert str(err.value) == (f"{path}: point 3 (engine=postgresql layout=None): io_threads='8' means nothing for "
+                              "engine=postgresql; it applies to engine mariadb and mysql only. Leave it unset for postgresql")
+
+
+def test_a_name_that_is_no_run_variable_is_refused_with_the_run_variables(tmp_path):
+    path = study_file(tmp_path, STUDY.replace("queries:", "querys:"))
+    with pytest.raises(StudyInputError) as err:
+        read_study(path)
+    assert str(err.value).startswith(f"{path}: 'querys' is not a run variable; the run variables are engine, layout, "
+                                     "scale_factor, queries, page_size, buffer_pool,")
+
+
+def test_a_variable_in_both_variables_and_matrix_is_refused(tmp_path):
+    path = study_file(tmp_path, STUDY.replace("  queries: 1.1,3.4", "  layout: ALL"))
+    with pytest.raises(StudyInputError) as err:
+        read_study(path)
+    assert str(err.value) == f"{path}: layout in both variables and matrix; give each in one of them"
+
+
+def test_run_variables_are_refused_among_the_extra_vars(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY))
+    with pytest.raises(StudyInputError) as err:
+        run_study(study, tmp_path / "s", {"tierlab_root": "/srv/tierlab", "scale_factor": 10})
+    assert str(err.value).startswith("--extra-vars scale_factor: a run variable belongs in the study file")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_study_directory_of_another_study_is_not_resumed(tmp_path):
+    first = read_study(study_file(tmp_path, STUDY))
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.json").write_text(json.dumps({"schema_version": 1, "study": first, "points": []}))
+    other = read_study(study_file(tmp_path, STUDY.replace("1.1,3.4", "1.1")))
+    with pytest.raises(StudyInputError) as err:
+        run_study(other, tmp_path / "s", {})
+    assert str(err.value) == (f"{tmp_path / 's'} holds another study (its study.json differs from the study file); "
+                              "resume it with the study file it was started with, or start a new study")
+
+
+def test_a_study_of_an_unknown_schema_version_is_refused(tmp_path):
+    (tmp_path / "study.json").write_text(json.dumps({"schema_version": 7}))
+    with pytest.raises(RunDirError) as err:
+        read_study_record(tmp_path)
+    assert str(err.value) == f"{tmp_path / 'study.json'}: study schema_version 7 is not one this tierlab reads (it reads 1)"
