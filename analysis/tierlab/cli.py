@@ -79,7 +79,7 @@ def _compare(args) -> None:
 
 def _study(args) -> None:
     from .report import compare_runs
-    from .study import new_study_dir, points, read_study, read_study_record, run_study
+    from .study import fastest, new_study_dir, points, read_study, read_study_record, run_study
 
     if args.resume:
         study_dir = Path(args.resume)
@@ -103,6 +103,9 @@ def _study(args) -> None:
     if len(ok) > 1:
         for path in compare_runs(ok, study_dir / "compare"):
             print(path)
+        best = fastest(study, record, pd.read_csv(study_dir / "compare" / "compare.csv"))
+        best.to_csv(study_dir / "fastest.csv", index=False, float_format="%.6g")
+        print(f"{study_dir / 'fastest.csv'}:\n{best.to_string(index=False, float_format=lambda v: f'{v:.3g}')}")
     total = len(points(study))
     left = total - len(ok)
     if left:

@@ -29,10 +29,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from .errors import RunDirError, StudyInputError
-from .study_vars import RUN_VARIABLES, validate
+from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, validate
 
 PROJECT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml"}
@@ -255,3 +256,35 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict
 
 def new_study_dir(results_dir: Path, study: dict) -> Path:
     return results_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}_{study['name']}"
+
+
+def default_value(variable: str, engine: str) -> str:
+    """What a run has for a variable left unset."""
+    value = str(_defaults()[variable])
+    if value:
+        return value
+    return DEFAULT_PAGE_SIZE[engine] if variable == "page_size" else ENGINE_VARIABLES[variable][1]
+
+
+def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
+    """Per query and combination of the matrix's other variables, the value of its last variable that ran the
+    query fastest (median over repetitions), and the default value's time beside it (did the engine's own
+    choice, join_plan=optimizer say, or the default setting, win?). side: compare.csv (query, run, elapsed_s)."""
+    compared, groups = list(study["matrix"])[-1], list(study["matrix"])[:-1]
+    runs = pd.DataFrame([{**{k: p["variables"][k] for k in study["matrix"]}, "engine": p["variables"].get(
+        "engine", str(_defaults()["engine"])), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
+    if runs.empty:
+        return pd.DataFrame()
+    times = side[["query", "run", "elapsed_s"]].merge(runs, on="run")
+    times = times.groupby(["query", "engine", *groups, compared], sort=False)["elapsed_s"].median().reset_index()
+    rows = []
+    for key, group in times.groupby(["query", "engine", *groups], sort=False):
+        best = group.loc[group["elapsed_s"].idxmin()]
+        default = default_value(compared, key[1])
+        at_default = group.loc[group[compared] == default, "elapsed_s"]
+        default_s = float(at_default.iloc[0]) if len(at_default) else float("nan")
+        rows.append({**dict(zip(["query", "engine", *groups], key, strict=True)),
+                     f"fastest {compared}": best[compared], "fastest_s": best["elapsed_s"],
+                     f"default {compared}": default, "default_s": default_s,
+                     "default_over_fastest": default_s / best["elapsed_s"] if best["elapsed_s"] > 0 else float("nan")})
+    return pd.DataFrame(rows)

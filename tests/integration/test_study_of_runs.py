@@ -57,3 +57,5 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert ran == {1: ("None", 5.0), 2: ("None", 20.0), 3: ("ALL", 5.0), 4: ("ALL", 20.0)}
     compared = pd.read_csv(study_dir / "compare" / "compare.csv")
     assert sorted(compared["run"].unique()) == sorted(point["run_id"] for point in record["points"])
+    best = pd.read_csv(study_dir / "fastest.csv", keep_default_na=False)
+    assert best[["query", "layout", "default buffer_pool"]].values.tolist() == [["q03", "None", "5%"], ["q03", "ALL", "5%"]]

@@ -2,10 +2,11 @@
 
 import json
 
+import pandas as pd
 import pytest
 
 from tierlab.errors import RunDirError, StudyInputError
-from tierlab.study import points, read_study, read_study_record, run_study
+from tierlab.study import fastest, points, read_study, read_study_record, run_study
 
 STUDY = """
 name: e5-plans
@@ -90,3 +91,16 @@ def test_a_study_of_an_unknown_schema_version_is_refused(tmp_path):
     with pytest.raises(RunDirError) as err:
         read_study_record(tmp_path)
     assert str(err.value) == f"{tmp_path / 'study.json'}: study schema_version 7 is not one this tierlab reads (it reads 1)"
+
+
+def test_fastest_names_per_query_and_tier_the_plan_that_won_and_how_the_optimizer_s_own_did(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY))
+    record = {"points": [{**point, "status": "ok", "run_id": f"run{point['point']}"} for point in points(study)]}
+    # Q3.4 on the capacity tier (layout None): the planner's own index plan 15.8 s, hash 1.6 s, forced index 52 s
+    seconds = {"run1": 15.8, "run2": 1.6, "run3": 52.0, "run4": 1.5, "run5": 1.7, "run6": 10.8}
+    side = pd.DataFrame({"query": "q3.4", "run": list(seconds), "elapsed_s": list(seconds.values())})
+    assert fastest(study, record, side).to_dict("records") == [
+        {"query": "q3.4", "engine": "postgresql", "layout": "None", "fastest join_plan": "hash", "fastest_s": 1.6,
+         "default join_plan": "optimizer", "default_s": 15.8, "default_over_fastest": pytest.approx(9.875)},
+        {"query": "q3.4", "engine": "postgresql", "layout": "ALL", "fastest join_plan": "optimizer", "fastest_s": 1.5,
+         "default join_plan": "optimizer", "default_s": 1.5, "default_over_fastest": 1.0}]
