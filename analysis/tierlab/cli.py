@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -236,6 +237,47 @@ def _recommend(args) -> None:
     print(json.dumps(result, indent=1) if args.json else text)
 
 
+def _validate(args) -> None:
+    from .study import read_study_record
+
+    study_dir = Path(args.study_dir)
+    record = read_study_record(study_dir)
+    if "layout" not in record["study"]["matrix"]:
+        raise StudyInputError(f"{study_dir}: its matrix does not vary layout; validate compares the layouts a study "
+                              "ran with what recommend predicts for them")
+    # layouts are compared within each combination of the matrix's other variables (a buffer pool, a plan)
+    others = [name for name in record["study"]["matrix"] if name != "layout"]
+    groups: dict[tuple, list[tuple[Path, dict]]] = {}
+    for point in record["points"]:
+        if point["status"] == "ok":
+            run_dir = study_dir / point["run_id"]
+            groups.setdefault(tuple(point["variables"][k] for k in others), []).append((run_dir, read_manifest(run_dir)))
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for group, runs in groups.items():
+            measured: dict[str, dict[str, list[float]]] = {}
+            for run_dir, m in runs:
+                for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
+                    measured.setdefault(row["query"], {}).setdefault(m["layout"]["name"], []).append(row["elapsed_s"])
+            profiles = _profiles(args.profiles, runs[0][1]["tiers"], Path(scratch))
+            for run_dir, m in runs:
+                for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
+                    requests, roles, dilation = _window(run_dir, m, row)
+                    traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
+                    query = recommend.TracedQuery(m["run_id"], row["query"], 1.0, row["elapsed_s"], row["io_time_s"],
+                                                  traced, cost_model.layout_costs(requests, roles, profiles, dilation))
+                    times = {layout: statistics.median(seconds) for layout, seconds in measured[row["query"]].items()}
+                    predicted = {layout: query.predict_s(query.latency_sum_us(parse_layout(layout, m["workload"]["name"])))
+                                 for layout in times}
+                    rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],
+                                 "traced_layout": m["layout"]["name"], "run_id": m["run_id"],
+                                 **recommend.validation(predicted, times)})
+    table = pd.DataFrame(rows)
+    table.to_csv(study_dir / "validation.csv", index=False, float_format="%.6g")
+    shown = table.drop(columns="run_id").to_string(index=False, float_format=lambda v: f"{v:.3g}")
+    print(f"{study_dir / 'validation.csv'}:\n{shown}")
+
+
 def _trace_stats(args) -> None:
     stats = trace_stats(args.paths, args.format, args.tolerate_errors, args.page_size, _progress())
     for problem in suspect(stats["counts"]):
@@ -306,6 +348,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--extra-vars", default="{}", metavar="JSON",
                    help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root)")
     p.set_defaults(func=_study)
+
+    p = sub.add_parser("validate", help="a study's layouts as measured against what recommend predicts for them "
+                                       "from each of its runs: Spearman's rank correlation and the regret")
+    p.add_argument("study_dir", metavar="STUDY_DIR")
+    p.add_argument("--profiles", help="device profiles of the tiers, fast=P,capacity=P (default: the runs' own)")
+    p.set_defaults(func=_validate)
 
     p = sub.add_parser("recommend", help="the best layout for a fast-tier capacity, the capacity curve, and the fast "
                                          "tier as a block cache instead, predicted from traced runs")

@@ -61,6 +61,20 @@ def predict_layouts(queries: list[TracedQuery], layouts: pd.DataFrame, workload:
         "predicted_s": [sum(q.weight * q.predict_s(q.latency_sum_us(p)) for q in queries) for p in placements]})
 
 
+def validation(predicted: dict[str, float], measured: dict[str, float]) -> dict:
+    """How layouts' predicted times rank against their measured ones: Spearman's rank correlation over the
+    measured layouts (the correlation of their ranks, ties averaged), the layout predicted fastest and the one
+    measured fastest, and the regret: how much longer the predicted fastest ran than the measured fastest, %."""
+    layouts = sorted(measured)
+    ranks = pd.DataFrame({"predicted": [predicted[layout] for layout in layouts],
+                          "measured": [measured[layout] for layout in layouts]}).rank()
+    chosen, best = min(layouts, key=predicted.__getitem__), min(layouts, key=measured.__getitem__)
+    return {"layouts": len(layouts),
+            "spearman": float(ranks["predicted"].corr(ranks["measured"])) if len(layouts) > 1 else float("nan"),
+            "predicted_fastest": chosen, "measured_fastest": best,
+            "regret_pct": 100.0 * (measured[chosen] / measured[best] - 1.0)}
+
+
 def capacity_curve(predicted: pd.DataFrame) -> pd.DataFrame:
     """The best layout as the fast tier grows: a row at every capacity where the best layout changes (the
     layout with the least predicted time among those that fit; the smaller one on a tie)."""

@@ -59,3 +59,16 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert sorted(compared["run"].unique()) == sorted(point["run_id"] for point in record["points"])
     best = pd.read_csv(study_dir / "fastest.csv", keep_default_na=False)
     assert best[["query", "layout", "default buffer_pool"]].values.tolist() == [["q03", "None", "5%"], ["q03", "ALL", "5%"]]
+
+
+def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
+    (study_dir,) = [p for p in study.results_dir.iterdir() if p.name.endswith("_sweep")]
+    done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "validate", str(study_dir)], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(study_dir / "validation.csv", keep_default_na=False)
+    assert table[["buffer_pool", "query", "traced_layout", "layouts"]].values.tolist() == [
+        ["5%", "q03", "None", 2], ["5%", "q03", "ALL", 2], ["20%", "q03", "None", 2], ["20%", "q03", "ALL", 2]]
+    assert set(table["spearman"]) <= {1.0, -1.0}
+    assert (table["regret_pct"] >= 0).all()
+    assert set(table["measured_fastest"]) <= {"None", "ALL"}

@@ -67,3 +67,11 @@ def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate
     rates = {(CAPACITY, FAST): 100.0 * MIB, (FAST, CAPACITY): 50.0 * MIB}
     moved = recommend.migration(SIZES, parse_layout("C+O"), parse_layout("O+L"), rates)
     assert moved == {"tables": ["customer", "lineitem"], "bytes": 62 * MIB, "predicted_s": 0.6 + 0.04}
+
+
+def test_validation_ranks_predicted_against_measured_layouts_and_states_the_regret():
+    measured = {"None": 48.6, "L": 40.2, "O": 35.1, "C+O": 34.0, "ALL": 21.8}
+    predicted = {"None": 50.0, "L": 30.0, "O": 36.0, "C+O": 33.0, "ALL": 25.0}
+    assert recommend.validation(predicted, measured) == {
+        "layouts": 5, "spearman": pytest.approx(0.7), "predicted_fastest": "ALL", "measured_fastest": "ALL", "regret_pct": 0.0}
+    assert recommend.validation({**predicted, "ALL": 60.0}, measured)["regret_pct"] == pytest.approx(100 * (40.2 / 21.8 - 1))
