@@ -593,11 +593,11 @@ class Matcher:
     field out of step: it stays a row, without a latency, and is counted (time_jumps).
 
     With a sink, the rows are not kept to the end: whenever SINK_ROWS of them are final, they are handed to
-    sink(frame) as a request frame (REQUEST_COLUMNS without process: a pid's last name is known only at the
-    end; the device's categories every device seen so far, in the order they came, so that a device has the
-    same code in every frame), in dispatch order, and dropped, so that memory follows the requests in flight, not the trace. A
-    row is final once it is closed, or open for MAX_LATENCY_US of the trace's clock (its completion, if one
-    comes, is then a time jump)."""
+    sink(frame) in dispatch order and dropped, so that memory follows the requests in flight, not the trace.
+    The frame has REQUEST_COLUMNS but process (a pid's last name is known only at the end); its device's
+    categories are every device seen so far, in the order they came, so that a device keeps its code from
+    frame to frame. A row is final once it is closed, or open for MAX_LATENCY_US of the trace's clock (its
+    completion, if one comes, is then a time jump)."""
 
     def __init__(self, capacity: int, sink=None):
         self.counts = dict.fromkeys(_COUNT_KEYS, 0)
