@@ -13,9 +13,10 @@ by point. The study file (YAML):
       join_plan: [optimizer, hash, index]
     repetitions: 1                    # runs of each point
 
-Every point's variables are checked, as the playbook checks them, before the first run starts. An
-interrupt (Ctrl-C) lets the point that runs finish, then stops: the playbook runs in a session of its
-own, so that the signal does not cut a run in half.
+Every point's variables are checked, as the playbook checks them, before the first run starts. A point
+whose run fails goes on record and the study goes on, unless it failed before its run opened (the tiers,
+the engine), which the next points would too. An interrupt (Ctrl-C) lets the point that runs finish, then
+stops: the playbook runs in a session of its own, so that the signal does not cut a run in half.
 """
 
 import itertools
@@ -245,6 +246,10 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict
                   f"{result['run_id'] or '(none)'}" + (f"; about {left:.0f} s left" if k < len(todo) else "")
                   + (f"\n    {result['error']}" if result["error"] else ""), file=out, flush=True)
             if stop:
+                break
+            if result["run_id"] is None:
+                print("the study stops: this point failed before its run opened (its tiers or its engine), and the "
+                      "points after it would fail alike; mend the cause, then --resume", file=out, flush=True)
                 break
     finally:
         signal.signal(signal.SIGINT, previous)
