@@ -208,6 +208,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict
     if given:
         raise StudyInputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
                               "matrix), so that study.json says what each run had; results_dir and resume are the study's")
+    study_dir = study_dir.resolve()     # the playbook runs from the project, which may not be the current directory
     if not ANSIBLE_PLAYBOOK.exists():
         raise StudyInputError(f"{ANSIBLE_PLAYBOOK} is missing: a study runs the playbooks with the ansible installed "
                               "beside tierlab (make setup installs it)")
