@@ -6,8 +6,12 @@ Each engine writes plans its own way: PostgreSQL's EXPLAIN JSON has nodes with
 objects whose `access_type` is a join type (ALL, range, ref, ...). All are
 read into rows of (table, index, access), access being one of ACCESSES, for
 the workload's tables only: a plan also reads what the query makes itself
-(a CTE, a derived or temporary table), which is no stored table.
+(a CTE, a derived or temporary table), which is no stored table. MariaDB names
+a table its query gave an alias (`lineitem l1`) by the alias only: the query's
+aliases (table_aliases) name it.
 """
+
+import re
 
 SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP = "table scan", "index scan", "bitmap scan", "index lookup"
 ACCESSES = (SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP)
@@ -19,6 +23,22 @@ JOIN_TYPES = {"ALL": SCAN, "index": INDEX_SCAN, "range": INDEX_SCAN, "index_merg
 # MySQL format 2's index_access_type
 INDEX_ACCESS_TYPES = {"index_lookup": INDEX_LOOKUP, "index_scan": INDEX_SCAN, "index_range_scan": INDEX_SCAN,
                       "full_index_scan": INDEX_SCAN, "index_skip_scan": INDEX_SCAN}
+
+
+# words that may follow a table's name in a FROM clause without being its alias
+SQL_WORDS = {"where", "join", "on", "group", "order", "left", "right", "inner", "outer", "cross", "natural", "using",
+             "limit", "union", "having", "straight_join", "window", "for", "use", "ignore", "force", "and", "or", "as"}
+
+
+def table_aliases(sql: str, tables: set[str]) -> dict[str, str]:
+    """The aliases a query gives the workload's tables (`lineitem l1`, `nation as n2`), alias -> table."""
+    names = "|".join(sorted(tables, key=len, reverse=True))
+    aliases = {}
+    for match in re.finditer(rf"\b({names})\s+(?:as\s+)?([a-z_][a-z0-9_]*)\b", sql, re.IGNORECASE):
+        table, alias = match[1].lower(), match[2].lower()
+        if alias not in SQL_WORDS and alias not in tables:
+            aliases[alias] = table
+    return aliases
 
 
 def _nodes(value):
@@ -50,12 +70,13 @@ def _postgresql(plan: dict) -> list[dict]:
     return accesses
 
 
-def _mysql_family(plan: dict) -> list[dict]:
+def _mysql_family(plan: dict, aliases: dict[str, str]) -> list[dict]:
     accesses = []
     for node in _nodes(plan):
         table, kind = node.get("table_name"), node.get("access_type")
         if table is None or kind is None:
             continue
+        table = aliases.get(table, table)
         if kind == "table":
             accesses.append({"table": table, "index": "", "access": SCAN})
         elif kind == "index":
@@ -75,7 +96,8 @@ def plan_summary(accesses) -> dict[str, str]:
             for query, rows in first.groupby("query", sort=False)}
 
 
-def plan_accesses(engine: str, plan: dict, tables: set[str]) -> list[dict]:
-    """(table, index, access) for every read of one of `tables` in a plan, in plan order."""
-    accesses = _postgresql(plan) if engine == "postgresql" else _mysql_family(plan)
+def plan_accesses(engine: str, plan: dict, tables: set[str], sql: str = "") -> list[dict]:
+    """(table, index, access) for every read of one of `tables` in a plan, in plan order; sql: the query's
+    text, for the aliases it gives tables."""
+    accesses = _postgresql(plan) if engine == "postgresql" else _mysql_family(plan, table_aliases(sql, tables))
     return [access for access in accesses if access["table"] in tables]

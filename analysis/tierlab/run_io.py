@@ -192,8 +192,9 @@ def read_plan_accesses(run_dir: Path, engine: str, tables: set[str]) -> pd.DataF
     rows = []
     for path in sorted((run_dir / "raw" / "plans").glob("*.json")):
         query, attempt = path.stem.rsplit("_try", 1)
+        sql = run_dir / "config" / "queries" / f"{query}.sql"
         rows += [{"query": query, "try": int(attempt), **access}
-                 for access in plan_accesses(engine, _read_json(path), tables)]
+                 for access in plan_accesses(engine, _read_json(path), tables, sql.read_text() if sql.exists() else "")]
     return pd.DataFrame(rows, columns=["query", "try", "table", "index", "access"])
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlab.plans import plan_accesses
+from tierlab.plans import plan_accesses, table_aliases
 from tierlab.workloads import TPCH as TPCH_WORKLOAD
 
 PLANS = Path(__file__).parent / "plans"
@@ -47,3 +47,18 @@ def test_derived_tables_are_not_stored_tables():
     plan = {"query_block": {"table": {"table_name": "<derived2>", "access_type": "ALL", "materialized": {
         "query_block": {"table": {"table_name": "lineitem", "access_type": "range", "key": "PRIMARY"}}}}}}
     assert plan_accesses("mariadb", plan, TPCH) == [{"table": "lineitem", "index": "PRIMARY", "access": "index scan"}]
+
+
+def test_a_mariadb_plan_names_aliased_tables_by_the_query_s_aliases():
+    # TPC-H Q21 on MariaDB 10.11 at SF 1: lineitem is read as l1, l2 and (in the EXISTS subquery) l3
+    sql = (Path(__file__).parents[2] / "queries" / "tpch" / "mysql" / "q21.sql").read_text()
+    plan = json.loads((PLANS / "mariadb_q21.json").read_text())
+    assert [(a["table"], a["index"], a["access"]) for a in plan_accesses("mariadb", plan, TPCH, sql)] == [
+        ("nation", "", "table scan"), ("supplier", "supplier_nationkey", "index lookup"),
+        ("lineitem", "lineitem_suppkey", "index lookup"), ("orders", "PRIMARY", "index lookup"),
+        ("lineitem", "PRIMARY", "index lookup"), ("lineitem", "PRIMARY", "index lookup")]
+
+
+def test_aliases_are_the_words_after_a_table_that_are_no_sql():
+    sql = "select * from nation n1, nation as n2, lineitem where x join orders on y"
+    assert table_aliases(sql, TPCH) == {"n1": "nation", "n2": "nation"}
