@@ -86,6 +86,8 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout):
 
 
 def test_a_second_provisioning_run_changes_nothing(study, layout_runs):
+    # the first run brings the host to C+O whatever ran before it (other tests move tables, set other buffer pools)
+    study.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
     done = study.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
     recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", done.stdout)
     assert recap and recap.group(1) == "0", done.stdout[-3000:]
