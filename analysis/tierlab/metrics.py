@@ -149,6 +149,16 @@ def union_pages(one: PageUnion, other: PageUnion) -> int:
 
 
 @numba.njit(cache=True)
+def _next_range(a_space, a_first, a_last, i, b_space, b_first, b_last, j):
+    """Two lists of ranges in page order walked together: the next range (space, first, last) and the two
+    positions after it."""
+    if j == len(b_space) or (i < len(a_space) and (a_space[i] < b_space[j] or (
+            a_space[i] == b_space[j] and a_first[i] <= b_first[j]))):
+        return np.int64(a_space[i]), a_first[i], a_last[i], i + 1, j
+    return np.int64(b_space[j]), b_first[j], b_last[j], i, j + 1
+
+
+@numba.njit(cache=True)
 def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
     """The pages of the union of two sets of disjoint runs in page order, walked together without a copy."""
     i = j = 0
@@ -156,13 +166,7 @@ def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
     open_run = False
     space = first = last = 0
     while i < len(a_space) or j < len(b_space):
-        if j == len(b_space) or (i < len(a_space) and (a_space[i] < b_space[j] or (
-                a_space[i] == b_space[j] and a_first[i] <= b_first[j]))):
-            one_space, one_first, one_last = a_space[i], a_first[i], a_last[i]
-            i += 1
-        else:
-            one_space, one_first, one_last = b_space[j], b_first[j], b_last[j]
-            j += 1
+        one_space, one_first, one_last, i, j = _next_range(a_space, a_first, a_last, i, b_space, b_first, b_last, j)
         if open_run and one_space == space and one_first <= last + 1:
             last = max(last, one_last)
         else:
@@ -185,13 +189,7 @@ def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
     i = j = 0
     k = -1
     while i < len(run_space) or j < len(space):
-        if j == len(space) or (i < len(run_space) and (run_space[i] < space[j] or (
-                run_space[i] == space[j] and run_first[i] <= first_page[j]))):
-            one_space, first, last = run_space[i], run_first[i], run_last[i]
-            i += 1
-        else:
-            one_space, first, last = space[j], first_page[j], last_page[j]
-            j += 1
+        one_space, first, last, i, j = _next_range(run_space, run_first, run_last, i, space, first_page, last_page, j)
         if k >= 0 and one_space == out_space[k] and first <= out_last[k] + 1:
             out_last[k] = max(out_last[k], last)
         else:
