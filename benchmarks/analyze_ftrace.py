@@ -6,7 +6,7 @@ and end markers, over one 16 GiB table file) in a temporary directory: one of ra
 pages), one of ftrace text. Then times, in the same run:
 
 * `tierlab analyze RUN` of each, what a user (and the collect role) runs: process start to its tables and
-  report, with its peak resident memory (the child's ru_maxrss);
+  report, with its peak resident memory (see peak_memory.py);
 * `wc -l` over the text traces: the cost of reading the text once, the floor of any text parser.
 
     .venv/bin/python benchmarks/analyze_ftrace.py --requests 1000000
@@ -17,15 +17,14 @@ pages), one of ftrace text. Then times, in the same run:
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from peak_memory import run_measured
 
 from tierlab.parse_ftrace_raw import KERNEL_LAYOUT, MAGIC, write_ftrace_raw
 
@@ -122,12 +121,10 @@ def synthesize(run: Path, requests: int, queries: int, raw: bool) -> int:
 
 def timed(cmd: list[str]) -> tuple[float, int]:
     """Seconds and peak resident bytes of a command, run to its end."""
-    start = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
+    seconds, peak, status, _ = run_measured(cmd)
     if status:
         sys.exit(f"{' '.join(cmd[:2])} failed with wait status {status}")
-    return time.perf_counter() - start, usage.ru_maxrss * 1024
+    return seconds, peak
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Synthesizes N requests (a dispatch and a completion each) on one NVMe device as 
 `trace.blktrace.N` in a temporary directory (process notes included), then times, in the same run:
 
 * `tierlab trace-stats --json prefix`, what a user runs: process start to its JSON (decoding,
-  matching, every metric), with its peak resident memory (the child's ru_maxrss) per request;
+  matching, every metric), with its peak resident memory (see peak_memory.py) per request;
 * `blkparse -i prefix -o /dev/null` (text output thrown away), which only decodes.
 
 Each is run --repeat times, alternating; the best and the median are reported.
@@ -15,7 +15,6 @@ Each is run --repeat times, alternating; the best and the median are reported.
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from peak_memory import run_measured
 
 from tierlab.parse_blktrace import blk_action, dev_t, record_dtype, write_blktrace
 
@@ -79,15 +79,11 @@ def status_bytes(status: str, key: str) -> int:
 
 def trace_stats(prefix: Path) -> dict:
     """`tierlab trace-stats --json prefix` in a fresh process: seconds, peak resident bytes, its JSON."""
-    start = time.perf_counter()
-    child = subprocess.Popen([str(Path(sys.executable).with_name("tierlab")), "trace-stats", "--json", str(prefix)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
+    seconds, peak, status, out = run_measured([str(Path(sys.executable).with_name("tierlab")), "trace-stats", "--json",
+                                               str(prefix)], capture=True)
     if status:
         sys.exit(f"tierlab trace-stats failed with wait status {status}")
-    return {"seconds": seconds, "peak": usage.ru_maxrss * 1024, "stats": json.loads(out)}
+    return {"seconds": seconds, "peak": peak, "stats": json.loads(out)}
 
 
 def blkparse(prefix: Path) -> tuple[float, int]:
