@@ -155,11 +155,13 @@ def _run_dirs(study_dir: Path) -> set[str]:
     return {p.name for p in study_dir.iterdir() if (p / "config" / "study.json").exists()}
 
 
-def _run_status(run_dir: Path) -> str:
+def _run_outcome(run_dir: Path) -> tuple[str, str | None]:
+    """The run's status and error, as its manifest says."""
     try:
-        return json.loads((run_dir / "manifest.json").read_text()).get("status", "unknown")
+        manifest = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError):
-        return "unknown"
+        return "unknown", None
+    return manifest.get("status", "unknown"), manifest.get("error") or None
 
 
 def _label(point: dict, study: dict) -> str:
@@ -176,8 +178,7 @@ def run_point(study: dict, point: dict, study_dir: Path, resume_run: str | None,
         variables["resume"] = resume_run
     before = _run_dirs(study_dir)
     started = time.monotonic()
-    command = [str(ANSIBLE_PLAYBOOK), PLAYBOOKS[study["workload"]],
-               "-e", json.dumps(variables)]
+    command = [str(ANSIBLE_PLAYBOOK), PLAYBOOKS[study["workload"]], "-e", json.dumps(variables)]
     with open(log, "a") as sink:
         sink.write(f"$ {' '.join(command)}\n")
         sink.flush()
@@ -191,13 +192,14 @@ def run_point(study: dict, point: dict, study_dir: Path, resume_run: str | None,
         returncode = child.wait()
     new = sorted(_run_dirs(study_dir) - before)
     run_id = resume_run or (new[0] if len(new) == 1 else None)
-    status = _run_status(study_dir / run_id) if run_id else "failed"
+    status, error = _run_outcome(study_dir / run_id) if run_id else ("failed", None)
     if returncode != 0 and status == "ok":
         status = "failed"
-    error = None
-    if status != "ok":
-        tail = [line.strip() for line in log.read_text().splitlines() if "fatal:" in line or '"msg":' in line]
-        error = (tail[-1] if tail else f"ansible-playbook exited with {returncode}") + f" (log: {log})"
+    if status != "ok" and not error:
+        fatal = [line.strip() for line in log.read_text().splitlines() if "fatal:" in line]
+        error = fatal[-1] if fatal else f"ansible-playbook exited with {returncode}"
+    if error:
+        error += f" (log: {log})"
     return {**point, "run_id": run_id, "status": status, "error": error, "seconds": round(time.monotonic() - started, 1)}
 
 
