@@ -255,13 +255,14 @@ def _validate(args) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for group, runs in groups.items():
+            done = {run_dir: read_table(run_dir, "queries").query("status == 'ok'").to_dict("records") for run_dir, _ in runs}
             measured: dict[str, dict[str, list[float]]] = {}
             for run_dir, m in runs:
-                for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
+                for row in done[run_dir]:
                     measured.setdefault(row["query"], {}).setdefault(m["layout"]["name"], []).append(row["elapsed_s"])
             profiles = _profiles(args.profiles, runs[0][1]["tiers"], Path(scratch))
             for run_dir, m in runs:
-                for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
+                for row in done[run_dir]:
                     requests, roles, dilation = _window(run_dir, m, row)
                     traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
                     query = recommend.TracedQuery(m["run_id"], row["query"], 1.0, row["elapsed_s"], row["io_time_s"],

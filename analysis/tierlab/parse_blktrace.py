@@ -610,7 +610,7 @@ class Matcher:
             ("dev", np.uint16), ("rwbs", np.uint8))}
         self.rows = 0
         self.base = 0          # the row in the columns' first place (the rows before went to the sink)
-        self.latest = 0        # the trace's clock so far, ns: the latest median time of a batch
+        self.latest = 0        # with a sink, the trace's clock so far, ns: the latest median time of a batch
         self.open = {"time": np.empty(0, np.int64), "sector": np.empty(0, np.uint64), "dev": np.empty(0, np.uint16),
                      "row": np.empty(0, np.int64)}
 
@@ -628,7 +628,7 @@ class Matcher:
     def feed(self, events: dict):
         times, nbytes, action, sector = events["time"], events["bytes"], events["action"], events["sector"]
         n = len(times)
-        if n:
+        if n and self.sink is not None:
             # a median (of a sample), not the maximum: one corrupt time must not make every open dispatch stale
             self.latest = max(self.latest, int(np.median(times[::max(1, n // 63)])))
         dispatch = (action & _CODE_MASK) == BLK_TA_ISSUE

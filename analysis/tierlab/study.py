@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +47,7 @@ SCHEMA_VERSION = 1
 PROGRESS_LINE = re.compile(r'^\s*"msg": "(.*\(\d+ of \d+\).*)"$')
 
 
+@cache
 def _defaults() -> dict:
     """The playbooks' defaults of the run variables (playbooks/group_vars/all.yml)."""
     values = yaml.safe_load((PROJECT / "playbooks" / "group_vars" / "all.yml").read_text())
