@@ -69,6 +69,14 @@ def test_the_check_states_the_host_s_dilation_and_each_job_s_dilated_target(chec
     assert job["target"]["p50_us"] == round(89.97 * check["dilation"], 2)
 
 
+@pytest.mark.parametrize("tier", ["optane", "nand"])
+def test_the_auto_dilation_is_one_at_which_each_model_carried_its_deepest_job(check, study, tier):
+    calibration = json.loads(Path(study.root, "emulator", "mnt", f"{tier}.calibration.json").read_text())
+    dilation, shares = calibration["throughput_held"][-1]
+    assert dilation == check["dilation"]
+    assert min(shares.values()) >= 0.9, calibration["throughput_held"]
+
+
 def test_the_check_reports_each_tier_s_emulator_counters(check):
     emulators = {t["name"]: t["emulator"]["model"] for t in check["tiers"]}
     assert emulators == {"optane": "optane", "nand": "nand"}

@@ -32,6 +32,11 @@ DILATION_MARGIN = 2.0
 # the host's throughput is measured, and each model's peak taken, at the self-check's deepest job
 THROUGHPUT_BLOCK_BYTES = 16384
 THROUGHPUT_IODEPTH = 32
+# with `auto`, each model must reach this share of its dilated IOPS in the deepest job with the model on, or
+# the dilation grows (at most THROUGHPUT_GROWTHS times): a timed reply costs the host about twice the CPU of a
+# pass-through one, so the pass-through throughput alone overstates what the host can carry when busy
+THROUGHPUT_HELD = 0.9
+THROUGHPUT_GROWTHS = 3
 # an emulator that does not answer a read of its stats file within this long is hung
 ANSWER_TIMEOUT_S = 10
 # the FUSE control file system, where a hung connection is aborted
@@ -173,10 +178,9 @@ def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, 
     try:
         for spec in specs:
             fio.touch(block_devices[spec["name"]], CALIBRATION_SPAN_BYTES)
-        p50s = _median_p50s([(block_devices[spec["name"]], "randread", block_bytes)
-                             for spec in specs for block_bytes in (4096, 65536)])
-        deep = {spec["name"]: fio.job(block_devices[spec["name"]], "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH,
-                                      1, CALIBRATION_SPAN_BYTES)["iops"] for spec in specs}
+        p50s = _medians([(block_devices[spec["name"]], "randread", block_bytes, 1)
+                         for spec in specs for block_bytes in (4096, 65536)], "p50")
+        deep = dict(zip([spec["name"] for spec in specs], _deep_iops(specs, block_devices), strict=True))
     finally:
         _model(specs, "on")
     host = {}
@@ -189,16 +193,50 @@ def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, 
     return host
 
 
-def _median_p50s(jobs: list[tuple[str, str, int]]) -> list[float]:
-    """The median p50 latency of each (device, rw, block bytes) at queue depth 1 over CALIBRATION_RUNS short
+def _medians(jobs: list[tuple[str, str, int, int]], figure: str) -> list[float]:
+    """The median of one figure of each (device, rw, block bytes, queue depth) over CALIBRATION_RUNS short
     runs, the jobs interleaved: the host's cost shifts by tens of percent from one second to the next, and
-    jobs measured apart would each take whatever moment they fell on."""
-    p50s: list[list[float]] = [[] for _ in jobs]
+    jobs measured apart would each take whatever moment they fell on. figure: "p50" (latency) or "iops"."""
+    values: list[list[float]] = [[] for _ in jobs]
     for _ in range(CALIBRATION_RUNS):
-        for i, (block_device, rw, block_bytes) in enumerate(jobs):
-            p50s[i].append(fio.job(block_device, rw, block_bytes, 1, CALIBRATION_RUN_S, CALIBRATION_SPAN_BYTES)
-                           ["lat_us"]["p50"])
-    return [statistics.median(values) for values in p50s]
+        for i, (block_device, rw, block_bytes, iodepth) in enumerate(jobs):
+            found = fio.job(block_device, rw, block_bytes, iodepth, CALIBRATION_RUN_S, CALIBRATION_SPAN_BYTES)
+            values[i].append(found["iops"] if figure == "iops" else found["lat_us"][figure])
+    return [statistics.median(v) for v in values]
+
+
+def _deep_iops(specs: list[dict], block_devices: dict[str, str]) -> list[float]:
+    """Each tier's median IOPS in the deepest job (see _medians)."""
+    return _medians([(block_devices[spec["name"]], "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH)
+                     for spec in specs], "iops")
+
+
+def _set_dilation(specs: list[dict], host: dict[str, dict], k: float) -> None:
+    """Every tier's model on a clock k times slower, less the host's own cost, with no miss correction yet."""
+    for spec in specs:
+        own = host[spec["name"]]
+        _control(spec, f"dilation {k:g}")
+        _control(spec, f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}")
+        _control(spec, "miss 0 0 0 0")
+
+
+def _held_dilation(specs: list[dict], block_devices: dict[str, str], host: dict[str, dict], k: float) -> tuple[float, list]:
+    """The least dilation from k up at which every model, on, reaches THROUGHPUT_HELD of its dilated IOPS in
+    the deepest job; with each try's dilation and the share each tier reached."""
+    peaks = {spec["name"]: model_job(spec, "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH)["iops"]
+             for spec in specs}
+    # passthrough replies at once: it has no modelled throughput to hold
+    timed = [spec for spec in specs if peaks[spec["name"]] > 0]
+    tries = []
+    while True:
+        _set_dilation(specs, host, k)
+        if not timed:
+            return k, tries
+        shares = [iops * k / peaks[spec["name"]] for spec, iops in zip(timed, _deep_iops(timed, block_devices), strict=True)]
+        tries.append([k, {spec["name"]: round(share, 3) for spec, share in zip(timed, shares, strict=True)}])
+        if min(shares) >= THROUGHPUT_HELD or len(tries) > THROUGHPUT_GROWTHS:
+            return k, tries
+        k = math.ceil(k / min(shares) * 10) / 10
 
 
 def _misses(specs: list[dict], block_devices: dict[str, str], dilation: float) -> dict[str, list[list[float]]]:
@@ -209,11 +247,11 @@ def _misses(specs: list[dict], block_devices: dict[str, str], dilation: float) -
                 for spec in specs}
     # passthrough: every reply leaves at once, so there is nothing to correct
     timed = [spec for spec in specs if min(modelled[spec["name"]].values()) > 0]
-    jobs = [(block_devices[spec["name"]], rw, 4096) for spec in timed for rw in ("read", "randread")]
-    measured = dict(zip(jobs, _median_p50s(jobs), strict=True))
+    jobs = [(block_devices[spec["name"]], rw, 4096, 1) for spec in timed for rw in ("read", "randread")]
+    measured = dict(zip(jobs, _medians(jobs, "p50"), strict=True))
     misses = {spec["name"]: [[0.0, 0.0], [0.0, 0.0]] for spec in specs}
     for spec in timed:
-        points = sorted([round(modelled_us, 2), round(measured[(block_devices[spec["name"]], rw, 4096)] - modelled_us, 2)]
+        points = sorted([round(modelled_us, 2), round(measured[(block_devices[spec["name"]], rw, 4096, 1)] - modelled_us, 2)]
                         for rw, modelled_us in modelled[spec["name"]].items())
         if points[0][0] == points[1][0]:
             # a flat model: one latency, so one miss
@@ -229,7 +267,8 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
     modelled time is then stretched by one factor k, the same for every tier so
     that ratios between tiers hold too: `auto` picks the least k at which every
     model stays above the host (DILATION_MARGIN over its floor and its
-    throughput), or the given number is used as it is. Last, what replies
+    pass-through throughput) and then grows it until every model, on, carries
+    its deepest job (THROUGHPUT_HELD), or the given number is used as it is. Last, what replies
     still miss by at a short and a long modelled latency is measured and added
     to the host's cost. Every tier is measured in the same rounds, so that all
     of them are calibrated against the same moments of the host.
@@ -237,19 +276,18 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
     host = _passthrough(specs, block_devices)
     needed = {spec["name"]: _needed_dilation(spec, host[spec["name"]]) for spec in specs}
     least = max([1.0] + [max(n.values()) for n in needed.values()])
-    k = math.ceil(least * 10) / 10 if dilation == "auto" else float(dilation)
-    for spec in specs:
-        own = host[spec["name"]]
-        _control(spec, f"dilation {k:g}")
-        _control(spec, f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}")
-        _control(spec, "miss 0 0 0 0")
+    if dilation == "auto":
+        k, held = _held_dilation(specs, block_devices, host, math.ceil(least * 10) / 10)
+    else:
+        k, held = float(dilation), []
+        _set_dilation(specs, host, k)
     misses = _misses(specs, block_devices, k)
     for spec in specs:
         own, points = host[spec["name"]], misses[spec["name"]]
         _control(spec, f"miss {points[0][0]} {points[0][1]} {points[1][0]} {points[1][1]}")
         calibration = {
             "dilation": k, "dilation_setting": dilation, "dilation_needed": needed[spec["name"]],
-            "dilation_needed_by_host": round(least, 2),
+            "dilation_needed_by_host": round(least, 2), "throughput_held": held,
             "fixed_us": round(own["fixed_us"], 3), "per_kib_us": round(own["per_kib_us"], 4),
             "passthrough_p50_us": own["passthrough_p50_us"], "passthrough_iops_16k_qd32": own["iops_16k_qd32"],
             "miss_us": points,
