@@ -39,10 +39,20 @@ def profile_path(profile: str) -> Path:
 
 
 def load(path: Path) -> dict:
-    """The profile's parameters, checked: every key present, none unknown, numbers >= 0."""
+    """The parameters of the profile file at path, checked (see parse)."""
     try:
-        values = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text()
+    except OSError as exc:
+        raise DeviceProfileError(f"{path}: {exc}") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, path: str) -> dict:
+    """A profile's parameters, checked: every key present, none unknown, numbers >= 0. path names the text
+    in errors."""
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise DeviceProfileError(f"{path}: {exc}") from None
     known = (*TEXT_KEYS, *COUNT_KEYS, *NUMBER_KEYS)
     unknown = sorted(set(values) - set(known))

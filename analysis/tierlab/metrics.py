@@ -24,6 +24,8 @@ CATEGORIES = {
     (False, False): "3 sequential",
     (False, True): "4 sequential repeated",
 }
+# the chunk of the device that crowded accesses meet in (the contract's rule, Wu et al.)
+CHUNK_SECTORS = 8
 SIZE_BUCKETS_BYTES = [512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
 # upper bounds (inclusive) of latency buckets: 100 per decade from 0.01 us to 1000 s, so that a run's latency
 # distribution is kept in a fixed size whatever its number of requests (each bound within 2.3% of the next)
@@ -445,3 +447,43 @@ def access_summary(pieces: Pieces, random_threshold: float = RANDOM_PCT_THRESHOL
     totals = AccessTotals()
     totals.add(pieces)
     return totals.summary(random_threshold, repeat_threshold)
+
+
+def contention(requests: pd.DataFrame, rows: np.ndarray) -> dict:
+    """How the requests of a requests frame at rows (a mask: one tier's) meet in flight, each once from its
+    head piece: crowded_pct, the share of requests dispatched while another one that started in the same
+    4 KiB chunk of the device was still in flight; reads_beside_writes_pct, the share of reads dispatched
+    while a write to the same device was in flight. A request whose latency is unknown (a time jump) counts
+    as never in flight."""
+    heads = rows & (requests["piece"].to_numpy() == 0)
+    device = device_codes(requests["device"])[heads].astype(np.int64)
+    ts = requests["ts_s"].to_numpy(dtype=np.float64)[heads]
+    end = ts + np.nan_to_num(requests["latency_us"].to_numpy(dtype=np.float64)[heads]) / 1e6
+    # one number per device and chunk: sectors stay below 2^54 (requests past 2^63 bytes are left out)
+    chunk = requests["sector"].to_numpy(dtype=np.int64)[heads] // CHUNK_SECTORS * (device.max(initial=0) + 1) + device
+    order = np.lexsort((ts, chunk))
+    crowded = _crowded(chunk[order], ts[order], end[order])
+    op = requests["op"].to_numpy()[heads]
+    reads, writes = op == "R", op == "W"
+    beside = 0
+    for code in np.unique(device[reads & np.isin(device, device[writes])]):
+        started, ended = np.sort(ts[writes & (device == code)]), np.sort(end[writes & (device == code)])
+        at = ts[reads & (device == code)]
+        beside += int((np.searchsorted(started, at, "left") - np.searchsorted(ended, at, "right") > 0).sum())
+    return {"crowded_pct": 100.0 * crowded / len(ts) if len(ts) else float("nan"),
+            "reads_beside_writes_pct": 100.0 * beside / reads.sum() if reads.any() else float("nan")}
+
+
+@numba.njit(cache=True)
+def _crowded(chunk, ts, end):
+    """How many requests, sorted by chunk and then dispatch time, start while an earlier request of their
+    chunk is still in flight."""
+    crowded = 0
+    latest = -np.inf
+    for i in range(len(chunk)):
+        if i and chunk[i] == chunk[i - 1]:
+            crowded += ts[i] < latest
+            latest = max(latest, end[i])
+        else:
+            latest = end[i]
+    return crowded

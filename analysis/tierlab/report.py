@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .contract import RULES  # noqa: E402
 from .engine_view import definition  # noqa: E402
 from .errors import RunDirError  # noqa: E402
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
@@ -25,6 +26,14 @@ METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s
                   "latency_p50_us", "latency_p99_us"]
 TABLE_COLUMNS = ["object", "tier", "read_requests", "read_pages", "sequential_pct", "random_pct",
                  "repeat_access_rate", "category", "io_time_s", "latency_p50_us", "latency_p99_us"]
+CONTRACT_NOTE = (
+    "The seven rules of a fast SSD's unwritten contract (Wu, Arpaci-Dusseau and Arpaci-Dusseau, HotStorage '19), "
+    "judged for each query on each tier it touched (tables/contract.csv): few requests in flight, no more than the "
+    "device serves at once; random reads only where they cost at most twice a sequential one; no request to a 4 KiB "
+    "chunk another request is still reading; reads kept apart from writes; no request under 4 KiB; requests on 4 KiB "
+    "boundaries; writes within the device's write buffer where it collects garbage. Limits come from the tier's "
+    "device profile; a rule is not judged where the tier has none, served fewer than 100 of the query's requests, "
+    "or the trace lost events. Below the verdicts, every rule broken or not judged, with its evidence.")
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1em; }
@@ -241,10 +250,25 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
                 md += ["How the plan reads each table:", "", _md_table(plan), ""]
             sections.append(_html_table(_present(part, TABLE_COLUMNS)))
             md += [_md_table(_present(part, TABLE_COLUMNS)), ""]
+    contract = tables.get("contract", pd.DataFrame())
+    if not contract.empty:
+        verdicts, flagged = contract_tables(contract)
+        sections += ["<h2>The unwritten contract</h2>", f"<p class='note'>{html.escape(CONTRACT_NOTE)}</p>",
+                     _html_table(verdicts), _html_table(flagged)]
+        md += ["", "## The unwritten contract", "", CONTRACT_NOTE, "", _md_table(verdicts), "", _md_table(flagged), ""]
     report, summary = out_dir / "report.html", out_dir / "summary.md"
     report.write_text(_page(title, sections))
     summary.write_text("\n".join(md) + "\n")
     return [report, summary]
+
+
+def contract_tables(contract: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The contract's verdicts, a row per query try and tier and a column per rule; and every verdict other
+    than kept with its evidence."""
+    verdicts = contract.pivot(index=["query", "try", "tier"], columns="rule", values="verdict")[list(RULES)].reset_index()
+    verdicts.columns.name = None
+    flagged = contract[contract["verdict"] != "kept"][["query", "try", "tier", "rule", "verdict", "evidence"]]
+    return verdicts, flagged
 
 
 def _definitions(parameters: dict, engine: str) -> str:

@@ -13,8 +13,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import device_profile
 from .attribute import attribute, extent_table
 from .block_trace import concat_requests
+from .contract import contract
 from .engine_view import engine_view
 from .errors import RunDirError
 from .metrics import (
@@ -24,6 +26,7 @@ from .metrics import (
     STREAM_WINDOW,
     Pieces,
     access_summary,
+    contention,
     latency_histogram,
     mark_sequential,
     size_histogram,
@@ -72,6 +75,11 @@ class Run:
     @property
     def dilation(self) -> float | None:
         return tiers_dilation(self.tiers)
+
+    def profiles(self) -> dict[str, dict | None]:
+        """Each tier's device profile as its emulator ran it; None for a tier without a model (a real device)."""
+        return {t["name"]: device_profile.parse(t["profile"]["text"], f"{t['name']} in {self.path / 'raw' / 'tiers.json'}")
+                if (t.get("profile") or {}).get("text") else None for t in self.tiers}
 
     def windows(self, tolerate_errors: bool = False, progress=None) -> Iterator[Window]:
         """The traced query tries one at a time, so that memory follows the largest window, not the run;
@@ -271,7 +279,8 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
             for code in np.unique(tier_codes):
                 tier = tiers.categories[code]
                 part = pieces[tier_codes == code]
-                rows["tier"].append({**key, "tier": tier, **access_summary(part, random_threshold, repeat_threshold)})
+                rows["tier"].append({**key, "tier": tier, **access_summary(part, random_threshold, repeat_threshold),
+                                     **contention(requests, (tiers.codes == code).to_numpy())})
                 rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
                 reads = part[part.head & part.read]
                 latency[tier] = latency.get(tier, 0) + latency_histogram(reads.latency_us)
@@ -312,10 +321,12 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
             query_metrics["sequential_pct_disagreement"] = disagreement
     else:
         queries["io_time_s"] = queries["io_time_undilated_s"] = np.nan
+    tier_metrics = _with_device_model(pd.DataFrame(rows["tier"]), run.device_model)
     return {
         "queries": queries[QUERY_COLUMNS],
         "query_metrics": query_metrics,
-        "tier_metrics": _with_device_model(pd.DataFrame(rows["tier"]), run.device_model),
+        "tier_metrics": tier_metrics,
+        "contract": contract(tier_metrics, trace_counts, run.profiles()),
         "table_metrics": pd.DataFrame(rows["table"]),
         "plan_accesses": read_plan_accesses(run.path, run.study["study"]["engine"], set(run.study["study"]["placement"])),
         "size_histogram": pd.DataFrame(rows["size"]),

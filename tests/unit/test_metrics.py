@@ -9,6 +9,7 @@ from tierlab.metrics import (
     Streams,
     access_summary,
     category,
+    contention,
     page_counts,
     repeat_access_rate,
     sequential_flags,
@@ -239,3 +240,26 @@ def test_a_trace_summed_up_chunk_by_chunk_gives_the_summary_of_the_whole():
     chunked = totals.summary()
     assert chunked == {key: value if isinstance(value, str | int) else pytest.approx(value, rel=1e-9, nan_ok=True)
                        for key, value in whole.items()}
+
+
+def contended(rows):
+    frame = requests(rows)
+    return contention(frame, np.ones(len(frame), dtype=bool))
+
+
+def test_a_request_to_a_4k_chunk_another_request_still_reads_is_crowded():
+    found = contended([(0.0, 0, 8), (0.00005, 4, 8),  # the second starts in the first's chunk, in flight
+                       (0.0002, 0, 8),  # the first has ended by then
+                       (0.00005, 0, 8, "R", "7:2", 100.0)])  # another device
+    assert found["crowded_pct"] == 25.0
+
+
+def test_a_read_dispatched_while_a_write_to_its_device_is_in_flight_is_beside_writes():
+    found = contended([(1.0, 800, 8, "W"), (1.00005, 0, 8), (1.00005, 0, 8, "R", "7:2", 100.0), (1.0002, 8, 8),
+                       (2.0, 800, 8, "W", "7:1", np.nan), (2.00001, 16, 8)])  # a write of unknown latency
+    assert found["reads_beside_writes_pct"] == 25.0
+
+
+def test_contention_counts_only_the_requests_it_is_given():
+    frame = requests([(0.0, 0, 8), (0.00005, 0, 8), (0.0001, 64, 8)])
+    assert contention(frame, np.array([True, False, True]))["crowded_pct"] == 0.0
