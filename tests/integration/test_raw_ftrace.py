@@ -4,28 +4,39 @@ import json
 import subprocess
 
 import numpy as np
+import pytest
 
 from tierlab.parse_ftrace import parse_ftrace
 from tierlab.parse_ftrace_raw import parse_ftrace_raw
-from tierlab_host import record
+from tierlab_host import record, trace
 from tierlab_host.trace import FtraceInstance
 
 
-def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(layout_runs, tmp_path, monkeypatch):
-    """Reads on the test root's capacity tier device, traced by the agent's ftrace instance; the text is read
-    from the instance's `trace` (which leaves the buffer as it is) after an end marker of the test's own,
-    before stop marks the end again and drains the window as raw pages."""
-    tiers = json.loads((layout_runs["C+O"]["dir"] / "raw" / "tiers.json").read_text())
-    nand = next(tier for tier in tiers if tier["name"] == "nand")
-    # the instance is recorded, and removed, in a record of the test's own (the layout runs mounted tracefs)
+@pytest.fixture
+def nand(layout_runs, tmp_path, monkeypatch):
+    """The test root's capacity tier; the tracing instance is recorded, and removed, in a record of the
+    test's own (the layout runs mounted tracefs)."""
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "state" / "created.json")
+    tiers = json.loads((layout_runs["C+O"]["dir"] / "raw" / "tiers.json").read_text())
+    return next(tier for tier in tiers if tier["name"] == "nand")
+
+
+def read_direct(block_device: str, count: int, skip: int, block_bytes: int) -> None:
+    subprocess.run(["dd", f"if={block_device}", "of=/dev/null", f"bs={block_bytes}", f"count={count}", f"skip={skip}",
+                    "iflag=direct", "status=none"], check=True)
+
+
+def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(nand, tmp_path, monkeypatch):
+    """Reads on the capacity tier's device, traced by the agent's ftrace instance, left in the ring buffer
+    while the window lasts; the text is read from the instance's `trace` (which leaves the buffer as it is)
+    after an end marker of the test's own, before stop marks the end again and drains the window as raw pages."""
+    monkeypatch.setattr(trace, "DRAIN_INTERVAL_S", 3600)
     instance = FtraceInstance("tierlab-test-raw", [nand["device"]], 8192)
     try:
         instance.start("w_try1", tmp_path)
         for skip in (0, 4096, 100, 77777):
-            subprocess.run(["dd", f"if={nand['block_device']}", "of=/dev/null", "bs=16k", "count=300", f"skip={skip}",
-                            "iflag=direct", "status=none"], check=True)
+            read_direct(nand["block_device"], 300, skip, 16384)
         (instance.dir / "trace_marker").write_text("tierlab end w_try1\n")
         (tmp_path / "w_try1.ftrace").write_bytes((instance.dir / "trace").read_bytes())
         files = instance.stop("w_try1", tmp_path)["files"]
@@ -42,3 +53,20 @@ def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(layout_runs, tm
     # the text shows microseconds; the raw records keep nanoseconds
     assert np.abs(raw.requests["ts_s"] - text.requests["ts_s"]).max() < 1e-6
     assert np.abs(raw.requests["latency_us"] - text.requests["latency_us"]).max() <= 2.0
+
+
+def test_a_window_longer_than_the_ring_buffer_holds_loses_no_request(nand, tmp_path):
+    """60,000 reads of 4 KiB make some 8 MiB of events, four times what a 1 MiB buffer per CPU holds: the
+    window's pages are taken out of the buffer while it lasts."""
+    instance = FtraceInstance("tierlab-test-long", [nand["device"]], 1024)
+    try:
+        instance.start("long_try1", tmp_path)
+        read_direct(nand["block_device"], 60000, 0, 4096)
+        found = instance.stop("long_try1", tmp_path)
+    finally:
+        instance.close()
+    assert found["events_lost"] == 0
+    window = parse_ftrace_raw(tmp_path / found["files"][0])
+    assert window.counts["lost_events"] == 0
+    assert [m for _, m in window.markers] == ["tierlab start long_try1", "tierlab end long_try1"]
+    assert len(window.requests) >= 60000
