@@ -156,6 +156,7 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
         ("engine from", manifest.get("engine", {}).get("source", "")),
         ("workload", f"{workload.get('name', '')} SF {workload.get('scale_factor', '')}, {workload.get('cache_state', '')}"),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
+        ("compression", (manifest.get("load") or {}).get("compression") or "none"),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
         ("modelled time dilated", f"{dilation:g}x" if dilation else "no"),
         ("tiers' fidelity", ((manifest.get("tiers_check") or {}).get("fidelity") or {}).get("verdict") or "not checked"),

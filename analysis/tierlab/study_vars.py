@@ -30,6 +30,13 @@ TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
 # the planner's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
 # forced by leaving the other methods out (E5 of the study)
 JOIN_PLANS = ("optimizer", "hash", "index")
+# InnoDB's compression of the workload's tables: none, ROW_FORMAT=COMPRESSED in 8 or 4 KiB blocks (zlib8,
+# zlib4), or page compression (MariaDB's PAGE_COMPRESSED, MySQL's COMPRESSION='zlib': pages compressed in
+# the file with holes punched)
+COMPRESSIONS = ("none", "zlib8", "zlib4", "page")
+COMPRESSED_BLOCK_BYTES = {"zlib8": 8192, "zlib4": 4096}
+# InnoDB refuses ROW_FORMAT=COMPRESSED with larger pages
+COMPRESSED_MAX_PAGE_BYTES = 16384
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # page-size differences, file-system metadata and the free space InnoDB keeps
 SIZE_MARGIN = 1.25
@@ -147,6 +154,7 @@ ENGINE_VARIABLES = {
     "flush_method": (MYSQL_FAMILY, "O_DIRECT", lambda n, v: _choice(n, v, FLUSH_METHODS)),
     "read_ahead_threshold": (MYSQL_FAMILY, "56", lambda n, v: _positive_int(n, v, 0, 64)),
     "random_read_ahead": (MYSQL_FAMILY, "false", _bool),
+    "compression": (MYSQL_FAMILY, "none", lambda n, v: _choice(n, v, COMPRESSIONS)),
     "os_cache": (("postgresql",), "64M", lambda n, v: parse_buffer_pool(v, n)),
     "parallel_workers": (("postgresql",), "2", lambda n, v: _positive_int(n, v, 0, 64)),
     "join_plan": (("postgresql",), "optimizer", lambda n, v: _choice(n, v, JOIN_PLANS)),
@@ -204,6 +212,26 @@ def check_fit(placement: dict[str, str], workload: str, scale_factor: float, fas
         )
 
 
+def _compresses(compression: str, page_bytes: int) -> bool:
+    """Whether InnoDB can compress pages of page_bytes so: ROW_FORMAT=COMPRESSED needs pages of 16 KiB or
+    less, and blocks smaller than the page."""
+    block_bytes = COMPRESSED_BLOCK_BYTES.get(compression)
+    return block_bytes is None or block_bytes < page_bytes <= COMPRESSED_MAX_PAGE_BYTES
+
+
+def check_compression(compression: str | None, page_size: str) -> None:
+    page_bytes = PAGE_SIZES[page_size]
+    if compression is None or _compresses(compression, page_bytes):
+        return
+    if page_bytes > COMPRESSED_MAX_PAGE_BYTES:
+        why = f"InnoDB refuses ROW_FORMAT=COMPRESSED with pages larger than {COMPRESSED_MAX_PAGE_BYTES >> 10}k"
+    else:
+        why = f"its {COMPRESSED_BLOCK_BYTES[compression] >> 10} KiB blocks would not be smaller than the pages"
+    allowed = ", ".join(c for c in COMPRESSIONS if _compresses(c, page_bytes))
+    raise StudyInputError(f"compression={compression!r} cannot be used with page_size={page_size}: {why}; allowed "
+                          f"with page_size={page_size}: {allowed}")
+
+
 def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     """The normalized study settings from raw -e values (strings or typed)."""
     workload = values.get("workload", "tpch")
@@ -217,6 +245,8 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         raise _fail("page_size", values["page_size"], f"{', '.join(ENGINE_PAGE_SIZES[engine])} for engine={engine}",
                     "PostgreSQL's block size is fixed when it is built, and Debian's packages have 8 KiB blocks"
                     if engine == "postgresql" else "")
+    engine_variables = _engine_variables(values, engine)
+    check_compression(engine_variables["compression"], page_size)
     if fast_tier_bytes is not None:
         check_fit(placement, workload, scale_factor, int(fast_tier_bytes))
     return {
@@ -234,7 +264,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         "cold": _bool("cold", values["cold"]),
         "trace": _bool("trace", values["trace"]),
         "trace_backend": _choice("trace_backend", values["trace_backend"], TRACE_BACKENDS),
-        **_engine_variables(values, engine),
+        **engine_variables,
         "system_tier": _choice("system_tier", values["system_tier"], TIERS),
         "resume": str(values.get("resume") or ""),
     }

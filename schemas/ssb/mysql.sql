@@ -1,6 +1,7 @@
 -- SSB tables for MariaDB/MySQL (InnoDB). A Jinja template: the layout places
 -- each table's file on its tier through DATA DIRECTORY (load_targets:
--- {table: directory}); its indexes stay in that file. The primary key is the
+-- {table: directory}); its indexes stay in that file, and the study's
+-- compression is each table's options (load_table_options). The primary key is the
 -- table (InnoDB clusters rows by it); the secondary indexes are built after
 -- the bulk load (mysql_indexes.sql). Money is in cents (whole numbers).
 
@@ -23,7 +24,7 @@ CREATE TABLE date (
   d_holidayfl INT NOT NULL,
   d_weekdayfl INT NOT NULL,
   PRIMARY KEY (d_datekey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.date }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.date }}' {{ load_table_options }};
 
 CREATE TABLE supplier (
   s_suppkey INT NOT NULL,
@@ -34,7 +35,7 @@ CREATE TABLE supplier (
   s_region CHAR(12) NOT NULL,
   s_phone CHAR(15) NOT NULL,
   PRIMARY KEY (s_suppkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.supplier }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.supplier }}' {{ load_table_options }};
 
 CREATE TABLE customer (
   c_custkey INT NOT NULL,
@@ -46,7 +47,7 @@ CREATE TABLE customer (
   c_phone CHAR(15) NOT NULL,
   c_mktsegment CHAR(10) NOT NULL,
   PRIMARY KEY (c_custkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.customer }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.customer }}' {{ load_table_options }};
 
 CREATE TABLE part (
   p_partkey INT NOT NULL,
@@ -59,7 +60,7 @@ CREATE TABLE part (
   p_size INT NOT NULL,
   p_container CHAR(10) NOT NULL,
   PRIMARY KEY (p_partkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.part }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.part }}' {{ load_table_options }};
 
 CREATE TABLE lineorder (
   lo_orderkey INT NOT NULL,
@@ -80,4 +81,4 @@ CREATE TABLE lineorder (
   lo_commitdate INT NOT NULL,
   lo_shipmode CHAR(10) NOT NULL,
   PRIMARY KEY (lo_orderkey, lo_linenumber)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.lineorder }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.lineorder }}' {{ load_table_options }};

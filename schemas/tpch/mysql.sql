@@ -1,6 +1,7 @@
 -- TPC-H tables for MariaDB/MySQL (InnoDB). A Jinja template: the layout
 -- places each table's file on its tier through DATA DIRECTORY
--- (load_targets: {table: directory}); its indexes stay in that file. The
+-- (load_targets: {table: directory}); its indexes stay in that file, and the
+-- study's compression is each table's options (load_table_options). The
 -- primary key is the table (InnoDB clusters rows by it); the secondary indexes
 -- are built after the bulk load (mysql_indexes.sql).
 
@@ -9,7 +10,7 @@ CREATE TABLE region (
   r_name CHAR(25) NOT NULL,
   r_comment VARCHAR(152) NOT NULL,
   PRIMARY KEY (r_regionkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.region }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.region }}' {{ load_table_options }};
 
 CREATE TABLE nation (
   n_nationkey INT NOT NULL,
@@ -17,7 +18,7 @@ CREATE TABLE nation (
   n_regionkey INT NOT NULL,
   n_comment VARCHAR(152) NOT NULL,
   PRIMARY KEY (n_nationkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.nation }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.nation }}' {{ load_table_options }};
 
 CREATE TABLE part (
   p_partkey INT NOT NULL,
@@ -30,7 +31,7 @@ CREATE TABLE part (
   p_retailprice DECIMAL(15,2) NOT NULL,
   p_comment VARCHAR(23) NOT NULL,
   PRIMARY KEY (p_partkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.part }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.part }}' {{ load_table_options }};
 
 CREATE TABLE supplier (
   s_suppkey INT NOT NULL,
@@ -41,7 +42,7 @@ CREATE TABLE supplier (
   s_acctbal DECIMAL(15,2) NOT NULL,
   s_comment VARCHAR(101) NOT NULL,
   PRIMARY KEY (s_suppkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.supplier }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.supplier }}' {{ load_table_options }};
 
 CREATE TABLE partsupp (
   ps_partkey INT NOT NULL,
@@ -50,7 +51,7 @@ CREATE TABLE partsupp (
   ps_supplycost DECIMAL(15,2) NOT NULL,
   ps_comment VARCHAR(199) NOT NULL,
   PRIMARY KEY (ps_partkey, ps_suppkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.partsupp }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.partsupp }}' {{ load_table_options }};
 
 CREATE TABLE customer (
   c_custkey INT NOT NULL,
@@ -62,7 +63,7 @@ CREATE TABLE customer (
   c_mktsegment CHAR(10) NOT NULL,
   c_comment VARCHAR(117) NOT NULL,
   PRIMARY KEY (c_custkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.customer }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.customer }}' {{ load_table_options }};
 
 CREATE TABLE orders (
   o_orderkey INT NOT NULL,
@@ -75,7 +76,7 @@ CREATE TABLE orders (
   o_shippriority INT NOT NULL,
   o_comment VARCHAR(79) NOT NULL,
   PRIMARY KEY (o_orderkey)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.orders }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.orders }}' {{ load_table_options }};
 
 CREATE TABLE lineitem (
   l_orderkey INT NOT NULL,
@@ -95,4 +96,4 @@ CREATE TABLE lineitem (
   l_shipmode CHAR(10) NOT NULL,
   l_comment VARCHAR(44) NOT NULL,
   PRIMARY KEY (l_orderkey, l_linenumber)
-) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.lineitem }}';
+) ENGINE=InnoDB DATA DIRECTORY='{{ load_targets.lineitem }}' {{ load_table_options }};

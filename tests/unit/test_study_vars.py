@@ -9,7 +9,7 @@ DEFAULTS = {
     "engine": "mariadb", "layout": "C+O", "scale_factor": "0.1", "queries": "all", "page_size": "",
     "buffer_pool": "5%", "query_timeout_s": "1800", "tries": "1", "cold": "True", "trace": "True",
     "trace_backend": "auto", "system_tier": "capacity", "resume": "",
-    "io_threads": "", "flush_method": "", "read_ahead_threshold": "", "random_read_ahead": "",
+    "io_threads": "", "flush_method": "", "read_ahead_threshold": "", "random_read_ahead": "", "compression": "",
     "os_cache": "", "parallel_workers": "", "join_plan": "", "fast_seq_page_cost": "",
     "fast_random_page_cost": "", "capacity_seq_page_cost": "", "capacity_random_page_cost": "",
     "fast_effective_io_concurrency": "", "capacity_effective_io_concurrency": "",
@@ -163,3 +163,27 @@ def test_layout_that_fits_passes():
 def test_validate_checks_the_fit_when_the_fast_tier_size_is_known():
     with pytest.raises(StudyInputError, match="does not fit|needs about"):
         validate({**DEFAULTS, "layout": "ALL", "scale_factor": "100"}, 6 << 30)
+
+
+@pytest.mark.parametrize(("page_size", "compression"), [("16k", "zlib8"), ("16k", "zlib4"), ("8k", "zlib4"),
+                                                        ("64k", "page"), ("4k", "none")])
+def test_innodb_compresses_pages_larger_than_its_blocks_up_to_16k(page_size, compression):
+    assert study(page_size=page_size, compression=compression)["compression"] == compression
+
+
+@pytest.mark.parametrize(("page_size", "compression", "why", "allowed"), [
+    ("32k", "zlib8", "InnoDB refuses ROW_FORMAT=COMPRESSED with pages larger than 16k", "none, page"),
+    ("8k", "zlib8", "its 8 KiB blocks would not be smaller than the pages", "none, zlib4, page"),
+    ("4k", "zlib4", "its 4 KiB blocks would not be smaller than the pages", "none, page"),
+])
+def test_a_compression_innodb_cannot_apply_to_the_page_size_is_refused_with_why(page_size, compression, why, allowed):
+    with pytest.raises(StudyInputError) as err:
+        study(page_size=page_size, compression=compression)
+    assert str(err.value) == (f"compression={compression!r} cannot be used with page_size={page_size}: {why}; "
+                              f"allowed with page_size={page_size}: {allowed}")
+
+
+def test_compression_is_refused_for_postgresql():
+    with pytest.raises(StudyInputError) as err:
+        study(engine="postgresql", compression="zlib8")
+    assert str(err.value).startswith("compression='zlib8' means nothing for engine=postgresql")
