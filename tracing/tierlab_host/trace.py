@@ -120,8 +120,8 @@ class FtraceInstance:
         return lost
 
     def start(self, label: str, out_dir: Path) -> None:
-        """Trace a window into out_dir/<label>.ftrace-raw: the pages are taken out of the ring buffer every
-        DRAIN_INTERVAL_S while the window lasts, so that a window of any length fits a buffer of any size."""
+        """Trace a window into out_dir/<label>.ftrace-raw: the pages are taken out of the ring buffer while the
+        window lasts (see _drain_while_tracing), so that a window of any length fits a buffer of any size."""
         # opening `trace` for writing empties the ring buffer and its counters
         open(self.dir / "trace", "w").close()
         self._out = open(out_dir / f"{label}.ftrace-raw", "wb")
