@@ -129,6 +129,8 @@ class FtraceInstance:
         self._pipes = [os.open(cpu / "trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
                        for cpu in sorted((self.dir / "per_cpu").glob("cpu*"))]
         self._stopping, self._failure = threading.Event(), None
+        # the end of the window wakes the drainer through this pipe, however long its poll would wait
+        self._wake_read, self._wake_write = os.pipe()
         self._drainer = threading.Thread(target=self._drain_while_tracing, daemon=True)
         (self.dir / "tracing_on").write_text("1\n")
         (self.dir / "trace_marker").write_text(f"tierlab start {label}\n")
@@ -145,7 +147,7 @@ class FtraceInstance:
         """Drain when a CPU's buffer is buffer_percent full (the kernel wakes poll then), or at least every
         DRAIN_INTERVAL_S."""
         poller = select.poll()
-        for fd in self._pipes:
+        for fd in (*self._pipes, self._wake_read):
             poller.register(fd, select.POLLIN)
         try:
             while not self._stopping.is_set():
@@ -170,6 +172,7 @@ class FtraceInstance:
     def _end_window(self, drain: bool) -> None:
         """Stop the drainer, take what the buffer still holds (if drain), and let go of the window's files."""
         self._stopping.set()
+        os.write(self._wake_write, b"\0")
         self._drainer.join()
         try:
             if self._failure:
@@ -177,7 +180,7 @@ class FtraceInstance:
             if drain:
                 self._drain()
         finally:
-            for fd in self._pipes:
+            for fd in (*self._pipes, self._wake_read, self._wake_write):
                 os.close(fd)
             self._out.close()
             self._out = None
