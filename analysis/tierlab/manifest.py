@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .run_io import SCHEMA_VERSION, read_query_rows, tiers_dilation
+from .study_vars import WORKLOAD_VARIABLES
 
 STATUSES = ("ok", "partial", "failed")
 
@@ -107,7 +108,8 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         "tiers_fidelity": tiers_fidelity(tiers, tiers_check),
         "engine": engine,
         "workload": {
-            "name": study["workload"], "scale_factor": study["scale_factor"], "queries": study["queries"],
+            "name": study["workload"], "scale": study.get("scale"),
+            **{name: study.get(name) for name in WORKLOAD_VARIABLES}, "queries": study["queries"],
             "tries": study["tries"], "cache_state": "cold" if study["cold"] else "warm",
             "query_timeout_s": study["query_timeout_s"],
         },

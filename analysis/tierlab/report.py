@@ -34,6 +34,11 @@ CONTRACT_NOTE = (
     "boundaries; writes within the device's write buffer where it collects garbage. Limits come from the tier's "
     "device profile; a rule is not judged where the tier has none, served fewer than 100 of the query's requests, "
     "or the trace lost events. Below the verdicts, every rule broken or not judged, with its evidence.")
+THROUGHPUT_NOTE = (
+    "Each step is a test of the load driver (sysbench) run for a timed window after an untraced warm-up; the "
+    "block trace covers the window. Rates per second of the window, from the driver's own reports "
+    "(tables/throughput.csv, and per report interval tables/throughput_intervals.csv); latency_pct_ms is the "
+    "driver's latency at its percentile, per transaction.")
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1em; }
@@ -131,6 +136,19 @@ def plot_time_per_layout(times: pd.DataFrame) -> str:
     return _svg(fig)
 
 
+def plot_throughput(intervals: pd.DataFrame) -> str:
+    """Transactions per second over each window, a line per step try."""
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for (query, attempt), part in intervals.groupby(["query", "try"], sort=True):
+        ax.plot(part["time_s"], part["tps"], marker=".", label=f"{query} try {attempt}")
+    ax.set_xlabel("seconds into the window")
+    ax.set_ylabel("transactions per second")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title("Throughput over each traced window (the driver's reports)")
+    return _svg(fig)
+
+
 def _page(title: str, sections: list[str]) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>")
@@ -146,6 +164,15 @@ def _tier_label(tier: dict) -> str:
     return f"{tier['name']} ({tier['role']}, {how})"
 
 
+def _workload_label(workload: dict) -> str:
+    """tpch sf0.1, cold; sysbench 4x100000 (tables x rows), 4 threads, 60 s windows after 10 s of warm-up, cold."""
+    scale = workload.get("scale") or f"sf{workload.get('scale_factor', '')}"
+    if workload.get("threads"):
+        scale += (f" (tables x rows), {workload['threads']} threads, {workload['duration_s']} s windows after "
+                  f"{workload['warmup_s']} s of warm-up")
+    return f"{workload.get('name', '')} {scale}, {workload.get('cache_state', '')}"
+
+
 def run_context(manifest: dict) -> list[tuple[str, str]]:
     dilation = tiers_dilation(manifest.get("tiers", []))
     tiers = "; ".join(_tier_label(t) for t in manifest.get("tiers", []))
@@ -154,7 +181,7 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
         ("run", manifest.get("run_id", "")), ("status", manifest.get("status", "")),
         ("engine", f"{manifest.get('engine', {}).get('name', '')} {manifest.get('engine', {}).get('version', '')}"),
         ("engine from", manifest.get("engine", {}).get("source", "")),
-        ("workload", f"{workload.get('name', '')} SF {workload.get('scale_factor', '')}, {workload.get('cache_state', '')}"),
+        ("workload", _workload_label(workload)),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
         ("compression", (manifest.get("load") or {}).get("compression") or "none"),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
@@ -226,6 +253,11 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     md = [f"# {title}", ""] + [line for text in warnings for line in (f"> **Warning.** {text}", "")]
     sections += [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]
     md += [_md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error"]))]
+    if "throughput" in tables:
+        totals = tables["throughput"]
+        sections += ["<h2>Throughput</h2>", f"<p class='note'>{html.escape(THROUGHPUT_NOTE)}</p>", _html_table(totals),
+                     plot_throughput(tables["throughput_intervals"])]
+        md += ["", "## Throughput", "", THROUGHPUT_NOTE, "", _md_table(totals)]
     if fidelity_lines:
         sections += ["<h2>Tiers' fidelity</h2>"] + [f"<p>{html.escape(line)}</p>" for line in fidelity_lines]
         md += ["", "## Tiers' fidelity", ""] + [line + "\n" for line in fidelity_lines]
@@ -303,7 +335,8 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:
     """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category,
-    and how its plan read each table (so that runs of different engines show why their patterns differ)."""
+    and how its plan read each table (so that runs of different engines show why their patterns differ); per
+    sysbench test its transactions per second and latency."""
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = []
     for label, tables in runs.items():
@@ -315,6 +348,8 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
             per_query = per_query.join(metrics.groupby("query")["category"].first())
         if not tables["plan_accesses"].empty:
             per_query = per_query.join(pd.Series(plan_summary(tables["plan_accesses"]), name="plan"))
+        if "throughput" in tables:
+            per_query = per_query.join(tables["throughput"].groupby("query")[["tps", "latency_pct_ms"]].median())
         frames.append(per_query.assign(run=label))
     side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
     times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]
@@ -360,3 +395,4 @@ def write_recommend_report(out_dir: Path, result: dict, summary_text: str) -> Pa
     path.write_text(_page(f"tierlab recommend: {result['layout']} for {result['fast_capacity_bytes'] / 2**20:.0f} MiB "
                           "of fast tier", sections))
     return path
+

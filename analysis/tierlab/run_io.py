@@ -4,6 +4,7 @@ The only module (with the CLI) that touches the filesystem.
 """
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,12 +37,15 @@ from .parse_ftrace import parse_ftrace
 from .parse_ftrace_raw import parse_ftrace_raw
 from .plans import plan_accesses
 from .prefetch import prefetched
+from .throughput import throughput
 
 # the results format this tierlab writes and reads (results/README.md)
 SCHEMA_VERSION = 2
 # the formats this tierlab reads: 1 is 2 before engines other than MariaDB (one file per table, no
 # offset_bytes in extents.json, InnoDB's counters only, no plans), which it reads as such
 READ_VERSIONS = (1, 2)
+# a traced window's driver reports (the warm-up's are <step>_try<n>.warmup.jsonl)
+WINDOW_REPORTS = re.compile(r"(.+)_try(\d+)\.jsonl")
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
                  "started_at", "events_lost", "trace_complete"]
 
@@ -206,6 +210,26 @@ def read_plan_accesses(run_dir: Path, engine: str, tables: set[str]) -> pd.DataF
     return pd.DataFrame(rows, columns=["query", "try", "table", "index", "access"])
 
 
+def read_driver_reports(run_dir: Path) -> pd.DataFrame:
+    """A load driver's reports of each traced window (raw/driver/<step>_try<n>.jsonl; the warm-ups' are not
+    read), with the step and try of each."""
+    rows = []
+    for path in sorted((run_dir / "raw" / "driver").glob("*.jsonl")):
+        window = WINDOW_REPORTS.fullmatch(path.name)
+        if not window:
+            continue
+        query, attempt = window.groups()
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.startswith("{"):
+                continue
+            try:
+                rows.append({"query": query, "try": int(attempt), **json.loads(line)})
+            except json.JSONDecodeError as error:
+                raise RunDirError(f"{path}:{number}: not a report of the driver ({error}); it was damaged after the "
+                                  "run wrote it") from None
+    return pd.DataFrame(rows)
+
+
 def read_counters(run_dir: Path) -> pd.DataFrame:
     """The engine's counter deltas per query try."""
     return pd.DataFrame([{"query": query, "try": attempt, **counters["delta"]}
@@ -337,7 +361,17 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "trace_counts": trace_counts,
         "parameters": pd.DataFrame([{"page_size_bytes": page_bytes, "stream_window": stream_window,
                                      "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold}]),
+        **_throughput_tables(run.path),
     }
+
+
+def _throughput_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """throughput and throughput_intervals, for a run whose steps are a driver's timed windows (none otherwise)."""
+    reports = read_driver_reports(run_dir)
+    if reports.empty:
+        return {}
+    totals, intervals = throughput(reports)
+    return {"throughput": totals, "throughput_intervals": intervals}
 
 
 def read_table(run_dir: Path, name: str) -> pd.DataFrame:
@@ -349,8 +383,12 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame:
 
 
 def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics, plan_accesses)."""
-    return {name: read_table(run_dir, name) for name in ("queries", "query_metrics", "plan_accesses")}
+    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics, plan_accesses, and a timed
+    workload's throughput)."""
+    names = ["queries", "query_metrics", "plan_accesses"]
+    if (run_dir / "tables" / "throughput.csv").exists():
+        names.append("throughput")
+    return {name: read_table(run_dir, name) for name in names}
 
 
 def read_requests(run_dir: Path, query: str, attempt: int) -> pd.DataFrame:

@@ -4,7 +4,7 @@ recorded in results/<study_id>/study.json as they end, so that a study stopped h
 by point. The study file (YAML):
 
     name: e5-plans                    # the study's name: letters, digits, . _ -
-    workload: ssb                     # tpch or ssb: playbooks/<workload>.yml
+    workload: ssb                     # tpch, ssb or sysbench: playbooks/<workload>.yml
     variables:                        # the same in every run (the playbook's variables, README)
       engine: postgresql
       queries: 1.1,3.4
@@ -35,10 +35,10 @@ import pandas as pd
 import yaml
 
 from .errors import RunDirError, StudyInputError
-from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, validate
+from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, WORKLOAD_VARIABLES, validate
 
 PROJECT = Path(__file__).resolve().parents[2]
-PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml"}
+PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml", "sysbench": "playbooks/sysbench.yml"}
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -273,7 +273,7 @@ def default_value(variable: str, engine: str) -> str:
     value = str(_defaults()[variable])
     if value:
         return value
-    return DEFAULT_PAGE_SIZE[engine] if variable == "page_size" else ENGINE_VARIABLES[variable][1]
+    return DEFAULT_PAGE_SIZE[engine] if variable == "page_size" else {**ENGINE_VARIABLES, **WORKLOAD_VARIABLES}[variable][1]
 
 
 def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:

@@ -82,7 +82,8 @@ def parse_queries(value, workload: Workload) -> list[str]:
     aliases = workload.query_aliases()
     shortest = {query: min((a for a, q in aliases.items() if q == query), key=len) for query in workload.queries}
     first, *_, last = shortest.values()
-    allowed = f"all, or {workload.name} queries {first} to {last} joined by commas (e.g. {first},{last})"
+    steps = "tests" if workload.kind == "timed" else "queries"
+    allowed = f"all, or {workload.name} {steps} {first} to {last} joined by commas (e.g. {first},{last})"
     if text == "all":
         return list(workload.queries)
     parts = [p.strip() for p in text.split(",")]
@@ -165,50 +166,76 @@ ENGINE_VARIABLES = {
     "fast_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
     "capacity_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
 }
+QUERY_WORKLOADS = ("tpch", "ssb")
+# Variables of some workloads only, alike: the size of the query workloads' data, and sysbench's tables,
+# client threads and the seconds of each test's window (after its warm-up), with the interval of its reports.
+WORKLOAD_VARIABLES = {
+    "scale_factor": (QUERY_WORKLOADS, "0.1", lambda n, v: parse_scale_factor(v)),
+    "tables": (("sysbench",), "4", lambda n, v: _positive_int(n, v, 1, 1024)),
+    "table_size": (("sysbench",), "100000", lambda n, v: _positive_int(n, v, 1, 10**10)),
+    "threads": (("sysbench",), "4", lambda n, v: _positive_int(n, v, 1, 1024)),
+    "duration_s": (("sysbench",), "60", lambda n, v: _positive_int(n, v, 1, 86400)),
+    "warmup_s": (("sysbench",), "10", lambda n, v: _positive_int(n, v, 0, 86400)),
+    "report_interval_s": (("sysbench",), "1", lambda n, v: _positive_int(n, v, 1, 3600)),
+}
 
 
 # the variables of one run (README: Variables), besides resume and results_dir
-RUN_VARIABLES = ("engine", "layout", "scale_factor", "queries", "page_size", "buffer_pool", "query_timeout_s", "tries",
-                 "cold", "trace", "trace_backend", "system_tier", *ENGINE_VARIABLES)
+RUN_VARIABLES = ("engine", "layout", "queries", "page_size", "buffer_pool", "query_timeout_s", "tries", "cold", "trace",
+                 "trace_backend", "system_tier", *WORKLOAD_VARIABLES, *ENGINE_VARIABLES)
 
 
-def _engine_variables(values: dict, engine: str) -> dict:
-    """The engine-specific variables, typed: given or defaulted where they apply, None elsewhere."""
+def _scoped_variables(values: dict, variables: dict, scope: str, chosen: str) -> dict:
+    """Variables that apply to some engines (or workloads) only, typed: given or defaulted where they apply,
+    None elsewhere."""
     typed = {}
-    for name, (engines, default, parse) in ENGINE_VARIABLES.items():
+    for name, (scopes, default, parse) in variables.items():
         given = "" if values.get(name) is None else str(values[name]).strip()
-        if engine not in engines:
+        if chosen not in scopes:
             if given:
-                raise StudyInputError(f"{name}={given!r} means nothing for engine={engine}; it applies to "
-                                      f"engine {' and '.join(engines)} only. Leave it unset for {engine}")
+                raise StudyInputError(f"{name}={given!r} means nothing for {scope}={chosen}; it applies to "
+                                      f"{scope} {' and '.join(scopes)} only. Leave it unset for {chosen}")
             typed[name] = None
             continue
         typed[name] = parse(name, given or default)
     return typed
 
 
-def estimated_table_bytes(workload: str, scale_factor: float) -> dict[str, int]:
+def estimated_table_bytes(study: dict) -> dict[str, int]:
     """Each table's bytes, with a margin for page sizes, file-system metadata and the free space engines keep."""
-    declared = WORKLOADS[workload]
-    sized = {t: int(b * scale_factor * SIZE_MARGIN) for t, b in declared.bytes_at_sf1.items()}
+    declared = WORKLOADS[study["workload"]]
+    if declared.numbered:
+        return {t: int(study["table_size"] * declared.row_bytes * SIZE_MARGIN) for t in declared.tables(study["tables"])}
+    sized = {t: int(b * study["scale_factor"] * SIZE_MARGIN) for t, b in declared.bytes_at_sf1.items()}
     return {**sized, **declared.fixed_bytes}
+
+
+def scale_name(study: dict) -> str:
+    """The size of a workload's data as run ids and database names carry it: sf0.1; sysbench's 4x100000
+    (tables x rows)."""
+    if WORKLOADS[study["workload"]].numbered:
+        return f"{study['tables']}x{study['table_size']}"
+    return f"sf{study['scale_factor']:g}"
 
 
 def human_bytes(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
-def check_fit(placement: dict[str, str], workload: str, scale_factor: float, fast_tier_bytes: int) -> None:
-    sizes = estimated_table_bytes(workload, scale_factor)
-    fast = {t: sizes[t] for t, tier in placement.items() if tier == FAST}
+def check_fit(study: dict, fast_tier_bytes: int) -> None:
+    sizes = estimated_table_bytes(study)
+    fast = {t: sizes[t] for t, tier in study["placement"].items() if tier == FAST}
     needed = sum(fast.values())
     usable = int(fast_tier_bytes * TIER_USABLE_SHARE)
     if needed > usable:
-        listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1]))
+        listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1])[:4])
+        listing += f" and {len(fast) - 4} more" if len(fast) > 4 else ""
+        scale = (f"tables={study['tables']} x table_size={study['table_size']}" if WORKLOADS[study["workload"]].numbered
+                 else f"scale_factor={study['scale_factor']:g}")
         raise StudyInputError(
-            f"layout {layout_name(placement, workload)!r} at scale_factor={scale_factor:g} needs about {human_bytes(needed)} "
+            f"layout {study['layout']!r} at {scale} needs about {human_bytes(needed)} "
             f"on the fast tier ({listing}), but the fast tier holds {human_bytes(usable)} usable "
-            f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller scale_factor, or a larger fast tier"
+            f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller {scale.split('=')[0]}, or a larger fast tier"
         )
 
 
@@ -237,25 +264,28 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     workload = values.get("workload", "tpch")
     if workload not in WORKLOADS:
         raise _fail("workload", workload, ", ".join(WORKLOADS))
+    declared = WORKLOADS[workload]
     engine = _choice("engine", values["engine"], ENGINES)
-    scale_factor = parse_scale_factor(values["scale_factor"])
+    workload_variables = _scoped_variables(values, WORKLOAD_VARIABLES, "workload", workload)
     placement = parse_layout(values["layout"], workload)
+    layout = layout_name(placement, workload)
+    if declared.numbered:
+        placement = {table: placement[declared.load_order[0]] for table in declared.tables(workload_variables["tables"])}
     page_size = parse_page_size(values.get("page_size") or DEFAULT_PAGE_SIZE[engine])
     if page_size not in ENGINE_PAGE_SIZES[engine]:
         raise _fail("page_size", values["page_size"], f"{', '.join(ENGINE_PAGE_SIZES[engine])} for engine={engine}",
                     "PostgreSQL's block size is fixed when it is built, and Debian's packages have 8 KiB blocks"
                     if engine == "postgresql" else "")
-    engine_variables = _engine_variables(values, engine)
+    engine_variables = _scoped_variables(values, ENGINE_VARIABLES, "engine", engine)
     check_compression(engine_variables["compression"], page_size)
-    if fast_tier_bytes is not None:
-        check_fit(placement, workload, scale_factor, int(fast_tier_bytes))
-    return {
+    study = {
         "engine": engine,
         "workload": workload,
-        "scale_factor": scale_factor,
-        "layout": layout_name(placement, workload),
+        **workload_variables,
+        "layout": layout,
         "placement": placement,
-        "queries": parse_queries(values["queries"], WORKLOADS[workload]),
+        "load_order": declared.tables(workload_variables["tables"] or 0),
+        "queries": parse_queries(values["queries"], declared),
         "page_size": page_size,
         "page_size_bytes": PAGE_SIZES[page_size],
         "buffer_pool": parse_buffer_pool(values["buffer_pool"]),
@@ -268,6 +298,13 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         "system_tier": _choice("system_tier", values["system_tier"], TIERS),
         "resume": str(values.get("resume") or ""),
     }
+    study["scale"] = scale_name(study)
+    compression = study["compression"]
+    study["database"] = f"{workload}_{study['scale'].replace('.', '_')}" + (
+        f"_{compression}" if compression not in (None, "none") else "")
+    if fast_tier_bytes is not None:
+        check_fit(study, int(fast_tier_bytes))
+    return study
 
 
 def _cache_bytes(cache: dict, study: dict) -> int:
@@ -275,7 +312,7 @@ def _cache_bytes(cache: dict, study: dict) -> int:
     if "bytes" in cache:
         wanted = cache["bytes"]
     else:
-        data = sum(estimated_table_bytes(study["workload"], study["scale_factor"]).values()) / SIZE_MARGIN
+        data = sum(estimated_table_bytes(study).values()) / SIZE_MARGIN
         wanted = int(data * cache["percent"] / 100)
     return wanted >> 20 << 20
 

@@ -1,6 +1,6 @@
 """The workloads tierlab runs, declared once: their tables (with the layout's codes and the load
-order), their query ids, and the size of their tables. Every step (validation, layouts, data
-generation, load, queries, analysis) reads them from here.
+order), their steps (query ids, or a driver's tests), and the size of their tables. Every step
+(validation, layouts, data generation, load, queries, analysis) reads them from here.
 """
 
 from dataclasses import dataclass, field
@@ -17,15 +17,30 @@ class Workload:
     queries: tuple[str, ...]
     # bytes of each table that grows with the scale factor, at scale factor 1, with the schema's indexes:
     # measured after the load on MariaDB 10.11 at 16k pages
-    bytes_at_sf1: dict[str, int]
+    bytes_at_sf1: dict[str, int] = field(default_factory=dict)
     # tables that do not grow with the scale factor
     fixed_bytes: dict[str, int] = field(default_factory=dict)
+    # how a run goes through the workload's steps: "queries" (each step one query file, run by the engine's
+    # client) or "timed" (each step a timed window of a load driver such as sysbench, one per test)
+    kind: str = "queries"
+    # a timed workload's tables are numbered copies of its one declared table (sysbench: sbtest1 to sbtestN),
+    # and its layout code places them together
+    numbered: bool = False
+    # a numbered workload's bytes per row of a table, with its indexes (measured as bytes_at_sf1 is)
+    row_bytes: int = 0
+
+    def tables(self, count: int = 0) -> list[str]:
+        """The tables, in load order; a numbered workload's `count` copies of its table."""
+        if self.numbered:
+            return [f"{table}{n}" for table in self.load_order for n in range(1, count + 1)]
+        return list(self.load_order)
 
     def query_aliases(self) -> dict[str, str]:
-        """What a user may type for each query ('q03', 'q3', '3' for TPC-H's q03; 'q1.1', '1.1' for SSB's)."""
+        """What a user may type for each query ('q03', 'q3', '3' for TPC-H's q03; 'q1.1', '1.1' for SSB's;
+        'oltp_read_only', 'read_only' for sysbench's test)."""
         aliases = {}
         for query in self.queries:
-            number = query.removeprefix("q")
+            number = query.removeprefix("q").removeprefix("oltp_")
             aliases.update({query: query, number: query})
             if number.isdigit():
                 aliases.update({str(int(number)): query, f"q{int(number)}": query})
@@ -53,4 +68,16 @@ SSB = Workload(
     fixed_bytes={"date": 425_984},
 )
 
-WORKLOADS = {workload.name: workload for workload in (TPCH, SSB)}
+# sysbench's OLTP tests (Kopytov): `tables` tables sbtest1..N of `table_size` rows each, made by sysbench's own
+# prepare; each step is one test run for a timed window.
+SYSBENCH = Workload(
+    name="sysbench",
+    codes={"SB": "sbtest"},
+    load_order=("sbtest",),
+    queries=("oltp_read_only", "oltp_read_write", "oltp_write_only"),
+    row_bytes=260,
+    kind="timed",
+    numbered=True,
+)
+
+WORKLOADS = {workload.name: workload for workload in (TPCH, SSB, SYSBENCH)}

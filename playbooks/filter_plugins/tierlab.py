@@ -4,7 +4,6 @@ from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import StudyInputError
 from tierlab.study_vars import buffer_pool_bytes, memory_limit_bytes, parse_bytes, validate, validate_dilation, validate_tiers
-from tierlab.workloads import WORKLOADS
 
 
 def tierlab_study(values, fast_tier_bytes=None):
@@ -43,11 +42,6 @@ def tierlab_memory_limit_bytes(study):
     return memory_limit_bytes(study)
 
 
-def tierlab_tables(workload):
-    """The workload's tables in the order they are generated and loaded."""
-    return list(WORKLOADS[workload].load_order)
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -57,5 +51,4 @@ class FilterModule:
             "tierlab_bytes": tierlab_bytes,
             "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
             "tierlab_memory_limit_bytes": tierlab_memory_limit_bytes,
-            "tierlab_tables": tierlab_tables,
         }

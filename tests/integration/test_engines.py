@@ -196,7 +196,7 @@ def test_a_compressed_run_loads_a_database_of_its_own_with_every_table_compresse
     assert (load["database"], load["compression"], load["loaded_in_this_run"]) == (database, database[12:], True)
     # the server states each table's options as it keeps them, MariaDB's with the table's DATA DIRECTORY
     assert {t["name"]: (t["format"], t["options"][:len(options)]) for t in load["table_formats"]} == {
-        table: (row_format, options) for table in WORKLOADS["tpch"].tables}
+        table: (row_format, options) for table in WORKLOADS["tpch"].tables()}
 
 
 @pytest.mark.parametrize("engine", ["mariadb", "mysql"])

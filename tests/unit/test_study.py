@@ -57,7 +57,7 @@ def test_a_name_that_is_no_run_variable_is_refused_with_the_run_variables(tmp_pa
     with pytest.raises(StudyInputError) as err:
         read_study(path)
     assert str(err.value).startswith(f"{path}: 'querys' is not a run variable; the run variables are engine, layout, "
-                                     "scale_factor, queries, page_size, buffer_pool,")
+                                     "queries, page_size, buffer_pool,")
 
 
 def test_a_variable_in_both_variables_and_matrix_is_refused(tmp_path):

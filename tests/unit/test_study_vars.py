@@ -1,7 +1,6 @@
 import pytest
 
 from tierlab.errors import StudyInputError
-from tierlab.layout import parse_layout
 from tierlab.study_vars import buffer_pool_bytes, check_fit, memory_limit_bytes, validate
 
 # as group_vars/all.yml has them: an empty value is the engine's default
@@ -148,7 +147,7 @@ def test_postgresql_s_memory_bound_is_shared_buffers_and_os_cache_and_its_proces
 
 def test_layout_that_does_not_fit_shows_the_sizes():
     with pytest.raises(StudyInputError) as err:
-        check_fit(parse_layout("L+O"), "tpch", 10, 6 << 30)
+        check_fit(study(layout="L+O", scale_factor="10"), 6 << 30)
     assert str(err.value) == (
         "layout 'O+L' at scale_factor=10 needs about 15.87 GiB on the fast tier (lineitem 13.23 GiB, orders 2.64 GiB), "
         "but the fast tier holds 5.40 GiB usable of 6.00 GiB; choose fewer tables, a smaller scale_factor, "
@@ -157,7 +156,7 @@ def test_layout_that_does_not_fit_shows_the_sizes():
 
 
 def test_layout_that_fits_passes():
-    check_fit(parse_layout("ALL"), "tpch", 1, 6 << 30)
+    check_fit(study(layout="ALL", scale_factor="1"), 6 << 30)
 
 
 def test_validate_checks_the_fit_when_the_fast_tier_size_is_known():
@@ -187,3 +186,61 @@ def test_compression_is_refused_for_postgresql():
     with pytest.raises(StudyInputError) as err:
         study(engine="postgresql", compression="zlib8")
     assert str(err.value).startswith("compression='zlib8' means nothing for engine=postgresql")
+
+
+def sysbench(**changes):
+    return study(**{"workload": "sysbench", "layout": "None", "scale_factor": "", **changes})
+
+
+def test_sysbench_defaults_place_its_numbered_tables_together():
+    result = sysbench(layout="SB", tables="3")
+    assert result["placement"] == {"sbtest1": "fast", "sbtest2": "fast", "sbtest3": "fast"}
+    assert result["layout"] == "ALL"
+    assert result["load_order"] == ["sbtest1", "sbtest2", "sbtest3"]
+    assert result["queries"] == ["oltp_read_only", "oltp_read_write", "oltp_write_only"]
+    assert (result["table_size"], result["threads"], result["duration_s"], result["warmup_s"],
+            result["report_interval_s"]) == (100000, 4, 60, 10, 1)
+    assert result["scale_factor"] is None
+    assert result["database"] == "sysbench_3x100000"
+
+
+def test_sysbench_tests_are_chosen_by_their_names_with_or_without_oltp():
+    assert sysbench(queries="write_only,oltp_read_only")["queries"] == ["oltp_write_only", "oltp_read_only"]
+
+
+def test_an_unknown_sysbench_test_is_refused_naming_the_tests():
+    with pytest.raises(StudyInputError) as err:
+        sysbench(queries="point_select")
+    assert str(err.value) == ("queries='point_select' is not allowed; allowed: all, or sysbench tests read_only to "
+                              "write_only joined by commas (e.g. read_only,write_only)")
+
+
+def test_a_scale_factor_is_refused_for_sysbench():
+    with pytest.raises(StudyInputError) as err:
+        sysbench(scale_factor="1")
+    assert str(err.value) == ("scale_factor='1' means nothing for workload=sysbench; it applies to workload tpch and "
+                              "ssb only. Leave it unset for sysbench")
+
+
+def test_sysbench_variables_are_refused_for_a_query_workload():
+    with pytest.raises(StudyInputError) as err:
+        study(threads="8")
+    assert str(err.value).startswith("threads='8' means nothing for workload=tpch; it applies to workload sysbench")
+
+
+@pytest.mark.parametrize(("name", "value", "allowed"), [("tables", "0", "a whole number from 1 to 1024"),
+                                                        ("threads", "x", "a whole number from 1 to 1024"),
+                                                        ("duration_s", "0", "a whole number from 1 to 86400")])
+def test_sysbench_counts_out_of_range_are_refused(name, value, allowed):
+    with pytest.raises(StudyInputError) as err:
+        sysbench(**{name: value})
+    assert str(err.value) == f"{name}={value!r} is not allowed; allowed: {allowed}"
+
+
+def test_a_sysbench_layout_that_does_not_fit_names_its_tables_and_rows():
+    with pytest.raises(StudyInputError) as err:
+        validate({**DEFAULTS, "workload": "sysbench", "layout": "ALL", "scale_factor": "", "tables": "8",
+                  "table_size": "10000000"}, 6 << 30)
+    assert str(err.value).startswith("layout 'ALL' at tables=8 x table_size=10000000 needs about 24.21 GiB on the fast "
+                                     "tier (sbtest1 3.03 GiB, ")
+    assert "and 4 more), but the fast tier holds 5.40 GiB usable" in str(err.value)

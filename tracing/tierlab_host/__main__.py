@@ -25,6 +25,8 @@ def main() -> None:
     bind.add_argument("paths", nargs="*")
     move = sub.add_parser("layout-apply", help="move the objects whose tier the layout changes")
     move.add_argument("spec_file")
+    prepare = sub.add_parser("sysbench-prepare", help="create and fill sysbench's tables with its own prepare")
+    prepare.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
@@ -39,7 +41,7 @@ def main() -> None:
             teardown.main()
         elif args.command == "chroot-mount":
             chroot.main(args.root, args.paths)
-        elif args.command in ("engine-start", "engine-stop", "layout-apply"):
+        elif args.command in ("engine-start", "engine-stop", "layout-apply", "sysbench-prepare"):
             engine_commands.main(args.command, args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)

@@ -1,14 +1,17 @@
-"""The engine commands the roles run: start or stop a server, and move objects between tiers.
+"""The engine commands the roles run: start or stop a server, move objects between tiers, and fill
+sysbench's tables.
 
 engine-start and engine-stop take the engine's spec; layout-apply takes
 {engine: spec, database, placement: {table: tier role}} and moves what the
 placement changes (the engine decides how: offline for InnoDB files, ALTER ...
-SET TABLESPACE for PostgreSQL), with each move's time.
+SET TABLESPACE for PostgreSQL), with each move's time; sysbench-prepare takes
+{engine: spec, database, tables, table_size, threads, target, table_options}.
 """
 
 import json
 from pathlib import Path
 
+from . import sysbench
 from .engines import engine
 
 
@@ -18,6 +21,10 @@ def main(command: str, spec_file: str) -> None:
         result = engine(spec).start()
     elif command == "engine-stop":
         result = engine(spec).stop()
+    elif command == "sysbench-prepare":
+        db = engine(spec["engine"])
+        db.start()
+        result = sysbench.prepare(db, spec)
     else:
         db = engine(spec["engine"])
         db.start()

@@ -1,4 +1,5 @@
-"""The query loop: for each query and try, cold start, trace on, execute, trace off, record.
+"""The query loop: for each step (a query, or a driver's test for a timed window) and try, cold start,
+warm-up (a driver's), trace on, execute, trace off, record.
 
 The server is left running at the end, as the engine role started it.
 Everything measured is written as soon as it exists: one JSON line per try in
@@ -17,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import emulator, trace
+from . import emulator, sysbench, trace
 from .engines import engine
 from .extents import map_files
 from .system import HostError, device_of_path
@@ -94,17 +95,15 @@ def _cold_restart(db) -> None:
     db.start()
 
 
-def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
-    """Run one statement through the engine's client under a server-side time limit; status ok,
-    error or timeout.
-
-    While it runs, the tiers' emulators are watched: one that hangs has its
-    connection aborted, so the statement fails instead of waiting forever.
-    """
+def _watched(cmd: list[str], stdin: bytes | None, env: dict | None, output: Path, limit_s: float) -> dict:
+    """Run a client to its end, its output to `output`, the tiers' emulators watched while it runs: one that
+    hangs has its connection aborted, so the client fails instead of waiting forever. Killed (status timeout)
+    `CLIENT_GRACE_S` after `limit_s`; else its exit code and standard error."""
     started = time.monotonic()
     with open(output, "wb") as out, tempfile.TemporaryFile() as err:
-        client = subprocess.Popen(db.client_command(database), stdin=subprocess.PIPE, stdout=out, stderr=err)
-        client.stdin.write(db.script(sql, limit_s).encode())
+        client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env)
+        if stdin:
+            client.stdin.write(stdin)
         client.stdin.close()
         while True:
             try:
@@ -116,17 +115,80 @@ def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
                     client.kill()
                     client.wait()
                     elapsed = time.monotonic() - started
-                    return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s", "elapsed_s": elapsed,
-                            "rows": None}
+                    return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s", "elapsed_s": elapsed}
         err.seek(0)
         error = err.read().decode(errors="replace").strip()
-    elapsed = time.monotonic() - started
-    if client.returncode != 0:
-        status = "timeout" if db.is_timeout(error) else "error"
-        return {"status": status, "error": error, "elapsed_s": elapsed, "rows": None}
+    return {"status": "ok" if client.returncode == 0 else "error", "error": error,
+            "elapsed_s": time.monotonic() - started}
+
+
+def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
+    """Run one statement through the engine's client under a server-side time limit; status ok,
+    error or timeout."""
+    result = _watched(db.client_command(database), db.script(sql, limit_s).encode(), None, output, limit_s)
+    if result["status"] == "error" and db.is_timeout(result["error"]):
+        result["status"] = "timeout"
+    if result["status"] != "ok":
+        return {**result, "rows": None}
     with open(output, "rb") as f:
         rows = sum(1 for _ in f)
-    return {"status": "ok", "error": "", "elapsed_s": elapsed, "rows": rows}
+    return {**result, "error": "", "rows": rows}
+
+
+class QueryStep:
+    """A step of a query workload: one query file, run by the engine's client under the query timeout."""
+
+    def __init__(self, spec: dict, query: str):
+        self.spec = spec
+        self.sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
+
+    def warm_up(self, db, raw: Path, label: str) -> None:
+        """A query runs as it comes (cold or warm as the run says)."""
+
+    def run(self, db, raw: Path, label: str) -> dict:
+        return execute(db, self.spec["database"], self.sql, self.spec["query_timeout_s"], raw / "output" / f"{label}.tsv")
+
+    def plan(self, db, log_from: int) -> str | None:
+        return db.plan(self.spec["database"], self.sql, log_from)
+
+
+class SysbenchStep:
+    """A step of sysbench: one of its tests, warmed up untraced for warmup_s, then run for duration_s (the
+    step's window), its reports as JSON lines in raw/driver/."""
+
+    def __init__(self, spec: dict, test: str):
+        self.spec = spec
+        self.test = test
+        self.driver = spec["driver"]
+
+    def _sysbench(self, db, seconds: int, output: Path) -> dict:
+        cmd, env = sysbench.command(db, self.spec["database"], self.test, self.driver, seconds)
+        result = _watched(cmd, None, env, output, seconds)
+        if result["status"] == "ok" and not any(r["kind"] == "total" for r in sysbench.reports(output)):
+            result["status"] = "error"
+        if result["status"] == "error":
+            # sysbench says why it stopped on its standard output, among its reports
+            said = [line for line in output.read_text(errors="replace").splitlines() if line and line[0] != "{"]
+            result["error"] = " ".join([result["error"], *said[-5:]]).strip() or "sysbench wrote no final report"
+        return {**result, "rows": None}
+
+    def warm_up(self, db, raw: Path, label: str) -> None:
+        if self.driver["warmup_s"]:
+            warmed = self._sysbench(db, self.driver["warmup_s"], raw / "driver" / f"{label}.warmup.jsonl")
+            if warmed["status"] != "ok":
+                raise HostError(f"the warm-up of {self.test} failed: {warmed['error']}")
+
+    def run(self, db, raw: Path, label: str) -> dict:
+        result = self._sysbench(db, self.driver["duration_s"], raw / "driver" / f"{label}.jsonl")
+        return {**result, "error": result["error"] if result["status"] != "ok" else ""}
+
+    def plan(self, db, log_from: int) -> None:
+        """A timed window runs many statements: no one plan."""
+
+
+def step(spec: dict, query: str):
+    """The step a run's query id stands for: a query of a query workload, or a test of a driver."""
+    return SysbenchStep(spec, query) if spec.get("driver") else QueryStep(spec, query)
 
 
 def object_files(db, spec: dict) -> list[dict]:
@@ -138,7 +200,7 @@ def object_files(db, spec: dict) -> list[dict]:
 
 def run_queries(spec: dict) -> dict:
     raw = Path(spec["run_dir"]) / "raw"
-    for sub in ("traces", "counters", "output", "plans"):
+    for sub in ("traces", "counters", "output", "plans", "driver"):
         (raw / sub).mkdir(parents=True, exist_ok=True)
     lock = _lock(raw)
     try:
@@ -172,19 +234,20 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     failed_tries = 0
     try:
         for query, attempt in _pending(spec, done):
-            sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
+            current = step(spec, query)
             label = f"{query}_try{attempt}"
             if spec["cold"]:
                 _cold_restart(db)
             elif not db.ping():
                 db.start()
+            current.warm_up(db, raw, label)
             before = db.counters(spec["database"])
             emulators_before = emulator.require_running()
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
             if backend:
                 backend.start(label, raw / "traces")
-            result = execute(db, spec["database"], sql, spec["query_timeout_s"], raw / "output" / f"{label}.tsv")
+            result = current.run(db, raw, label)
             trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
             row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
@@ -197,7 +260,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             if db.ping():
                 after = db.counters(spec["database"])
                 deltas = {name: after[name] - before[name] for name in after}
-                plan = db.plan(spec["database"], sql, log_from) if result["status"] == "ok" else None
+                plan = current.plan(db, log_from) if result["status"] == "ok" else None
                 if plan:
                     (raw / "plans" / f"{label}.json").write_text(plan)
             else:

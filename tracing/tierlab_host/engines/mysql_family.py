@@ -77,6 +77,18 @@ class MysqlFamily:
     def is_timeout(self, error: str) -> bool:
         return any(text in error for text in LIMIT_ERRORS)
 
+    def sysbench_options(self, database: str, target: str = "", table_options: str = "") -> tuple[list[str], dict]:
+        """sysbench's options to reach the server (its mysql driver, as root through the server's socket, which
+        a chroot's bind mounts show at the same path), and the environment it needs; with a target, its
+        prepare creates the tables there (DATA DIRECTORY) with the given table options."""
+        lines = Path(self.spec["client_file"]).read_text().splitlines()
+        client = {key.strip(): value.strip() for key, value in (line.split("=", 1) for line in lines if "=" in line)}
+        options = ["--db-driver=mysql", f"--mysql-socket={client['socket']}", f"--mysql-user={client['user']}",
+                   f"--mysql-password={client['password']}", f"--mysql-db={database}"]
+        if target:
+            options.append(f"--mysql-storage-engine=InnoDB DATA DIRECTORY='{target}' {table_options}".rstrip())
+        return options, {}
+
     def rows(self, sql: str, database: str | None = None, timeout_s: float = 60) -> list[list[str]]:
         done = run([*self.client_command(database), "-e", sql], timeout_s=timeout_s)
         return [line.split("\t") for line in done.stdout.splitlines()]

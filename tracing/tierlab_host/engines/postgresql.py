@@ -83,6 +83,17 @@ class Postgresql:
     def is_timeout(self, error: str) -> bool:
         return LIMIT_ERROR in error
 
+    def sysbench_options(self, database: str, target: str = "", table_options: str = "") -> tuple[list[str], dict]:
+        """sysbench's options to reach the server (its pgsql driver, through the server's socket, the password
+        from the instance's passfile) and the environment it needs; with a target tablespace, its prepare
+        creates the tables and their indexes there. PostgreSQL has no table options."""
+        options = ["--db-driver=pgsql", f"--pgsql-host={self.spec['socket_dir']}", f"--pgsql-port={self.spec['port']}",
+                   "--pgsql-user=postgres", f"--pgsql-db={database}"]
+        env = {"PGPASSFILE": self.spec["password_file"]}
+        if target:
+            env["PGOPTIONS"] = f"-c default_tablespace={target}"
+        return options, env
+
     def rows(self, sql: str, database: str | None = None, timeout_s: float = 60) -> list[list[str]]:
         done = run([*self.client_command(database), "-c", sql], timeout_s=timeout_s)
         return [line.split("\t") for line in done.stdout.splitlines()]

@@ -1,0 +1,86 @@
+"""sysbench's OLTP tests as a run of timed steps: its own prepare fills the tables on their tier, each test
+is warmed up and then traced for its window, and its reports become the run's throughput tables."""
+
+import json
+
+import pandas as pd
+import pytest
+
+import tierlab
+
+TESTS = ["oltp_read_only", "oltp_read_write", "oltp_write_only"]
+# 2 tables of 20,000 rows (about 10 MB with their indexes) against MariaDB's smallest buffer pool (8 MiB),
+# so that the read-only window still reads from the device after its warm-up
+SYSBENCH = {"tables": 2, "table_size": 20000, "threads": 2, "duration_s": 3, "warmup_s": 1, "report_interval_s": 1,
+            "buffer_pool": "8M", "scale_factor": ""}
+
+
+@pytest.fixture(scope="session")
+def sysbench_runs(study):
+    """Every test on MariaDB with the tables on the fast tier; oltp_read_write on PostgreSQL (capacity tier) and
+    on MySQL (fast tier)."""
+    return {"mariadb": study.run("ALL", playbook="sysbench.yml", queries="all", **SYSBENCH),
+            "postgresql": study.run("None", playbook="sysbench.yml", engine="postgresql", queries="read_write",
+                                    **SYSBENCH),
+            "mysql": study.run("SB", playbook="sysbench.yml", engine="mysql", queries="read_write", **SYSBENCH)}
+
+
+def test_a_sysbench_run_is_named_for_its_tables_and_rows_and_has_a_row_per_test(sysbench_runs):
+    run_dir = sysbench_runs["mariadb"]
+    assert run_dir.name.endswith("_mariadb_sysbench-2x20000_ALL")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "ok"
+    workload = manifest["workload"]
+    assert (workload["name"], workload["tables"], workload["table_size"], workload["threads"]) == ("sysbench", 2, 20000, 2)
+    assert {table: where["tier"] for table, where in manifest["layout"]["tables"].items()} == {
+        "sbtest1": "fast", "sbtest2": "fast"}
+    queries = pd.read_csv(run_dir / "tables" / "queries.csv")
+    assert list(queries["query"]) == TESTS
+    assert set(queries["status"]) == {"ok"}
+
+
+@pytest.mark.parametrize("engine", ["mariadb", "postgresql", "mysql"])
+def test_each_window_s_throughput_comes_from_the_driver_s_own_reports(sysbench_runs, engine):
+    run_dir = sysbench_runs[engine]
+    totals = pd.read_csv(run_dir / "tables" / "throughput.csv")
+    intervals = pd.read_csv(run_dir / "tables" / "throughput_intervals.csv")
+    for row in totals.itertuples():
+        reports = [json.loads(line) for line in (run_dir / "raw" / "driver" / f"{row.query}_try1.jsonl").read_text()
+                   .splitlines() if line.startswith("{")]
+        (total,) = [r for r in reports if r["kind"] == "total"]
+        assert row.transactions == total["events"] > 0
+        assert row.tps == pytest.approx(total["events"] / total["time_interval_s"], rel=1e-4)
+        assert row.seconds == pytest.approx(3, abs=0.5)
+        assert len(intervals[intervals["query"] == row.query]) == sum(r["kind"] == "interval" for r in reports) >= 2
+
+
+def test_a_read_only_test_writes_nothing_and_a_write_only_test_reads_no_rows(sysbench_runs):
+    totals = pd.read_csv(sysbench_runs["mariadb"] / "tables" / "throughput.csv").set_index("query")
+    assert totals.loc["oltp_read_only", "writes_per_s"] == 0 < totals.loc["oltp_read_only", "reads_per_s"]
+    assert totals.loc["oltp_write_only", "reads_per_s"] == 0 < totals.loc["oltp_write_only", "writes_per_s"]
+
+
+def test_the_read_only_window_reads_the_sysbench_tables_on_the_fast_device(sysbench_runs):
+    requests = tierlab.load_run(sysbench_runs["mariadb"]).requests()
+    reads = requests[(requests["query"] == "oltp_read_only") & (requests["op"] == "R")]
+    sysbench_reads = reads[reads["object"].astype(str).str.startswith("sbtest")]
+    assert len(sysbench_reads) > 0
+    assert set(sysbench_reads["tier"]) == {"optane"}
+
+
+@pytest.mark.parametrize("engine", ["mariadb", "postgresql", "mysql"])
+def test_a_read_write_window_writes_to_the_devices(sysbench_runs, engine):
+    metrics = pd.read_csv(sysbench_runs[engine] / "tables" / "tier_metrics.csv")
+    assert metrics.loc[metrics["query"] == "oltp_read_write", "write_requests"].sum() > 0
+
+
+def test_postgresql_s_sysbench_tables_and_indexes_are_in_the_capacity_tablespace(sysbench_runs):
+    tables = json.loads((sysbench_runs["postgresql"] / "manifest.json").read_text())["layout"]["tables"]
+    assert {(f["object"], f["tier"]) for where in tables.values() for f in where["files"] if f["kind"] == "index"} == {
+        ("sbtest1_pkey", "nand"), ("sbtest2_pkey", "nand"), ("k_1", "nand"), ("k_2", "nand")}
+
+
+def test_the_report_shows_the_throughput(sysbench_runs):
+    report = (sysbench_runs["mariadb"] / "report" / "report.html").read_text()
+    assert "<h2>Throughput</h2>" in report
+    assert "Throughput over each traced window" in report
