@@ -21,6 +21,7 @@ from .run_io import (
     read_manifest,
     read_requests,
     read_table,
+    run_figures,
     tiers_dilation,
     write_tables,
 )
@@ -112,6 +113,38 @@ def _study(args) -> None:
     if left:
         sys.exit(f"tierlab study: {left} of {total} points have no ok run (study.json says why, where one ran); "
                  f"run them with: tierlab study --resume {study_dir}")
+
+
+def _advise(args) -> None:
+    from .advise import SETTINGS, advise, statements
+    from .report import write_advice_report
+    from .study import read_study_record
+
+    study_dir = Path(args.study_dir)
+    record = read_study_record(study_dir)
+    study = record["study"]
+    if not set(SETTINGS) & set(study["matrix"]):
+        raise StudyInputError(f"{study_dir}: its matrix varies {', '.join(study['matrix']) or 'nothing'}; advise speaks "
+                              f"of {', '.join(SETTINGS)}: run a study whose matrix varies one of them")
+    ok = [point for point in record["points"] if point["status"] == "ok"]
+    if not ok:
+        raise StudyInputError(f"{study_dir}: no point has an ok run yet; resume the study (tierlab study --resume "
+                              f"{study_dir})")
+    figures = pd.concat([run_figures(study_dir / point["run_id"]).assign(
+        run=point["run_id"], **{name: point["variables"][name] for name in study["matrix"]}) for point in ok],
+        ignore_index=True)
+    advice = advise(study, figures)
+    out = Path(args.out) if args.out else study_dir / "advice"
+    out.mkdir(parents=True, exist_ok=True)
+    advice.to_csv(out / "advice.csv", index=False, float_format="%.6g")
+    lines = statements(advice)
+    missing = len(record["points"]) - len(ok)
+    if missing:
+        lines.append(f"{missing} of {len(record['points'])} points have no ok run and are left out "
+                     f"(study.json says why); resume the study to measure them")
+    for path in (out / "advice.csv", *write_advice_report(out, study, advice, lines)):
+        print(path)
+    print("\n".join(lines))
 
 
 def _weights(text: str | None, queries: list[str]) -> dict[str, float]:
@@ -349,6 +382,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--extra-vars", default="{}", metavar="JSON",
                    help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root)")
     p.set_defaults(func=_study)
+
+    p = sub.add_parser("advise", help="what a study says of the page size, buffer pool, compression and threads "
+                                     "it varies: the best value, the knee, the cost, where scaling stops; with evidence")
+    p.add_argument("study_dir", metavar="STUDY_DIR")
+    p.add_argument("--out", metavar="DIR", help="where advice.csv, summary.md and report.html go (default: "
+                                                "STUDY_DIR/advice)")
+    p.set_defaults(func=_advise)
 
     p = sub.add_parser("validate", help="a study's layouts as measured against what recommend predicts for them "
                                        "from each of its runs: Spearman's rank correlation and the regret")

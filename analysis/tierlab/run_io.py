@@ -37,6 +37,7 @@ from .parse_ftrace import parse_ftrace
 from .parse_ftrace_raw import parse_ftrace_raw
 from .plans import plan_accesses
 from .prefetch import prefetched
+from .study_vars import buffer_pool_bytes
 from .throughput import throughput
 
 # the results format this tierlab writes and reads (results/README.md)
@@ -389,6 +390,26 @@ def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
     if (run_dir / "tables" / "throughput.csv").exists():
         names.append("throughput")
     return {name: read_table(run_dir, name) for name in names}
+
+
+def run_figures(run_dir: Path) -> pd.DataFrame:
+    """The figures a study compares runs by, one row per step: a timed workload's transactions per second per
+    test (tables/throughput.csv), or a query workload's time, the sum of its queries' median elapsed seconds
+    (NaN where a query has no ok try); with the run's data bytes and buffer pool bytes."""
+    manifest = read_manifest(run_dir)
+    study = _read_json(run_dir / "config" / "study.json")["study"]
+    sizes = [table["size_bytes"] for table in manifest["layout"]["tables"].values()]
+    context = {"data_bytes": sum(sizes) if sizes and None not in sizes else np.nan,
+               "buffer_pool_bytes": buffer_pool_bytes(study)}
+    if (run_dir / "tables" / "throughput.csv").exists():
+        totals = read_table(run_dir, "throughput").groupby("query")["tps"].median()
+        return pd.DataFrame([{"step": step, "figure": tps, "unit": "transactions/s", "higher_is_better": True,
+                              **context} for step, tps in totals.items()])
+    queries = read_table(run_dir, "queries")
+    elapsed = queries[queries["status"] == "ok"].groupby("query")["elapsed_s"].median()
+    complete = set(elapsed.index) == set(study["queries"])
+    return pd.DataFrame([{"step": "all queries", "figure": elapsed.sum() if complete else np.nan, "unit": "s",
+                          "higher_is_better": False, **context}])
 
 
 def read_requests(run_dir: Path, query: str, attempt: int) -> pd.DataFrame:

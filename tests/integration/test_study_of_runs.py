@@ -72,3 +72,23 @@ def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
     assert set(table["spearman"]) <= {1.0, -1.0}
     assert (table["regret_pct"] >= 0).all()
     assert set(table["measured_fastest"]) <= {"None", "ALL"}
+
+
+def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(study):
+    (study_dir,) = [p for p in study.results_dir.iterdir() if p.name.endswith("_sweep")]
+    done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "advise", str(study_dir)], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    advice = pd.read_csv(study_dir / "advice" / "advice.csv", keep_default_na=False)
+    assert advice[["setting", "context", "step", "value"]].values.tolist() == [
+        ["buffer_pool", "layout=None", "all queries", "5%"], ["buffer_pool", "layout=None", "all queries", "20%"],
+        ["buffer_pool", "layout=ALL", "all queries", "5%"], ["buffer_pool", "layout=ALL", "all queries", "20%"]]
+    record = json.loads((study_dir / "study.json").read_text())
+    runs = {(p["variables"]["layout"], p["variables"]["buffer_pool"]): p["run_id"] for p in record["points"]}
+    assert [runs[(context.removeprefix("layout="), value)] for context, value in advice[["context", "value"]].values] \
+        == list(advice["runs"])
+    for context, rows in advice.groupby("context"):
+        assert sorted(rows["verdict"].str.split(", ").sum()) in (["best", "knee"], ["", "best", "knee"]), context
+    assert "buffer_pool for all queries (layout=None): " in done.stdout
+    assert (study_dir / "advice" / "report.html").read_text().count("<svg") == 2
+

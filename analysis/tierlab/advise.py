@@ -1,0 +1,140 @@
+"""`tierlab advise`: what a study of many runs says about the settings a DBA chooses, each statement with
+its evidence (the runs it rests on, and the spread of its figure over repetitions).
+
+For each setting the study's matrix varies (page_size, buffer_pool, compression, threads), within each
+combination of the matrix's other variables (the layout among them: which tier the tables sit on), and
+for each step (a sysbench test, or a query workload as a whole):
+
+- each value's figure: a sysbench test's transactions per second (higher is better), or a query
+  workload's time, the sum of its queries' elapsed seconds (lower is better); the median over the
+  point's repetitions, with their spread ((max - min) / median);
+- page_size, compression, threads: the best value, and each value against it;
+- buffer_pool: the knee, the smallest buffer pool whose figure is within KNEE_SHARE of the best one's;
+- compression: each mode's cost (or gain) against none, and the bytes of the data it stored;
+- threads: where scaling stops, the first count after which the next adds less than SCALING_SHARE.
+
+The functions here are pure: the runs' figures come in as a frame (run_io.run_figures).
+"""
+
+import numpy as np
+import pandas as pd
+
+from .study_vars import COMPRESSIONS, PAGE_SIZES
+
+SETTINGS = ("page_size", "buffer_pool", "compression", "threads")
+# a buffer pool whose figure is within this share of the best is big enough
+KNEE_SHARE = 0.10
+# more threads that add less than this share of throughput no longer scale
+SCALING_SHARE = 0.10
+ADVICE_COLUMNS = ["setting", "context", "step", "value", "figure", "unit", "spread_pct", "repetitions",
+                  "against_best_pct", "data_bytes", "buffer_pool_bytes", "verdict", "runs"]
+
+
+def _order(setting: str, values: pd.DataFrame) -> pd.Series:
+    """How a setting's values sort: page and buffer pool by bytes, threads by count, compression none first."""
+    if setting == "page_size":
+        return values["page_size"].map(PAGE_SIZES)
+    if setting == "buffer_pool":
+        return values["buffer_pool_bytes"]
+    if setting == "threads":
+        return values["threads"].astype(int)
+    return values["compression"].map(COMPRESSIONS.index)
+
+
+def _better(figure: pd.Series, higher: bool) -> int:
+    """The position of the best figure."""
+    return int(np.nanargmax(figure) if higher else np.nanargmin(figure))
+
+
+def _against(figure: float, best: float, higher: bool) -> float:
+    """How much worse than the best a figure is, in percent of the best (0 for the best)."""
+    return 100.0 * ((best - figure) if higher else (figure - best)) / best
+
+
+def _verdicts(setting: str, per_value: pd.DataFrame, higher: bool) -> list[str]:
+    figure = per_value["figure"].to_numpy(dtype=float)
+    best = _better(figure, higher)
+    verdicts = [""] * len(per_value)
+    verdicts[best] = "best"
+    if setting == "buffer_pool":
+        within = [i for i in range(len(figure)) if _against(figure[i], figure[best], higher) <= 100 * KNEE_SHARE]
+        verdicts[within[0]] = "knee" if within[0] != best else "best, knee"
+    if setting == "threads":
+        for i in range(len(figure) - 1):
+            if figure[i + 1] < figure[i] * (1 + SCALING_SHARE):
+                verdicts[i] = ", ".join(v for v in (verdicts[i], "stops scaling") if v)
+                break
+    return verdicts
+
+
+def advise(study: dict, figures: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting the study varies, combination of its other matrix variables (context), step and
+    value of the setting. figures: a row per ok run and step with the run's matrix variables, `run`,
+    `step`, `figure`, `unit`, `higher_is_better`, `data_bytes` and `buffer_pool_bytes`."""
+    matrix = list(study["matrix"])
+    rows = []
+    for setting in (s for s in SETTINGS if s in matrix):
+        others = [v for v in matrix if v != setting]
+        for key, group in figures.groupby([*others, "step"] if others else ["step"], sort=False):
+            key = key if isinstance(key, tuple) else (key,)
+            context = " ".join(f"{k}={v}" for k, v in zip(others, key[:-1], strict=True)) or "all runs"
+            higher = bool(group["higher_is_better"].iloc[0])
+            per_value = group.groupby(setting, sort=False).agg(
+                figure=("figure", "median"), low=("figure", "min"), high=("figure", "max"),
+                repetitions=("figure", "size"), data_bytes=("data_bytes", "median"),
+                buffer_pool_bytes=("buffer_pool_bytes", "first"), runs=("run", lambda r: " ".join(sorted(r))))
+            per_value = per_value.reset_index().rename(columns={setting: "value"})
+            per_value[setting] = per_value["value"]
+            per_value = per_value.iloc[np.argsort(_order(setting, per_value).to_numpy(), kind="stable")]
+            if per_value["figure"].isna().all():
+                continue
+            best = per_value["figure"].iloc[_better(per_value["figure"].to_numpy(dtype=float), higher)]
+            for row, verdict in zip(per_value.itertuples(index=False), _verdicts(setting, per_value, higher), strict=True):
+                rows.append({"setting": setting, "context": context, "step": key[-1], "value": row.value,
+                             "figure": row.figure, "unit": group["unit"].iloc[0],
+                             "spread_pct": 100.0 * (row.high - row.low) / row.figure if row.figure else np.nan,
+                             "repetitions": row.repetitions, "against_best_pct": _against(row.figure, best, higher),
+                             "data_bytes": row.data_bytes, "buffer_pool_bytes": row.buffer_pool_bytes,
+                             "verdict": verdict, "runs": row.runs})
+    return pd.DataFrame(rows, columns=ADVICE_COLUMNS)
+
+
+def _figure(value: float, unit: str) -> str:
+    return f"{value:.1f} s" if unit == "s" else f"{value:.0f} {unit}"
+
+
+def _value(row) -> str:
+    """A value as a statement names it: a buffer pool with the bytes it came to (a percentage of the data, or
+    raised to the engine's least)."""
+    if row.setting == "buffer_pool":
+        return f"{row.value} ({row.buffer_pool_bytes / 2**20:.0f} MiB)"
+    return str(row.value)
+
+
+def statements(advice: pd.DataFrame) -> list[str]:
+    """The advice in sentences, each naming its figures and its evidence runs."""
+    lines = []
+    for (setting, context, step), group in advice.groupby(["setting", "context", "step"], sort=False):
+        best = next(r for r in group.itertuples() if "best" in r.verdict)
+        where = f"{setting} for {step} ({context})"
+        spread = (f", spread {best.spread_pct:.0f}% over {best.repetitions} repetitions"
+                  if best.repetitions > 1 else ", one repetition")
+        text = f"{where}: {_value(best)} is best, {_figure(best.figure, best.unit)}{spread}"
+        others = [f"{_value(r)} {f'{r.against_best_pct:.0f}% worse' if r.against_best_pct >= 0.5 else 'as good'}"
+                  for r in group.itertuples() if r.value != best.value]
+        if others:
+            text += f"; {', '.join(others)}"
+        knee = [r for r in group.itertuples() if "knee" in r.verdict]
+        if knee:
+            text += f". The knee: {_value(knee[0])}, the smallest buffer pool within {KNEE_SHARE:.0%} of the best"
+        stops = group[group["verdict"].str.contains("stops scaling")]
+        if setting == "threads":
+            text += (f". Throughput stops scaling at {stops['value'].iloc[0]} threads (the next count adds less than "
+                     f"{SCALING_SHARE:.0%})" if len(stops) else ". Throughput still scales at the largest count measured")
+        if setting == "compression":
+            sizes = ", ".join(f"{r.value} {r.data_bytes / 2**20:.1f} MiB" for r in group.itertuples()
+                              if pd.notna(r.data_bytes))
+            text += f". Data stored: {sizes}" if sizes else ""
+        text += f". Evidence: {'; '.join(f'{r.value}: {r.runs}' for r in group.itertuples())}."
+        lines.append(text)
+    return lines
