@@ -277,24 +277,28 @@ def default_value(variable: str, engine: str) -> str:
 
 
 def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
-    """Per query and combination of the matrix's other variables, the value of its last variable that ran the
-    query fastest (median over repetitions), and the default value's time beside it (did the engine's own
-    choice, join_plan=optimizer say, or the default setting, win?). side: compare.csv (query, run, elapsed_s)."""
+    """Per query (or sysbench test) and combination of the matrix's other variables, the value of its last
+    variable that ran it fastest (median over repetitions), and the default value's figure beside it (did
+    the engine's own choice, join_plan=optimizer say, or the default setting, win?). side: compare.csv
+    (query, run, elapsed_s; and tps, by which a timed workload's tests are judged: the most is the best)."""
     compared, groups = list(study["matrix"])[-1], list(study["matrix"])[:-1]
     runs = pd.DataFrame([{**{k: p["variables"][k] for k in study["matrix"]}, "engine": p["variables"].get(
         "engine", str(_defaults()["engine"])), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
     if runs.empty:
         return pd.DataFrame()
-    times = side[["query", "run", "elapsed_s"]].merge(runs, on="run")
-    times = times.groupby(["query", "engine", *groups, compared], sort=False)["elapsed_s"].median().reset_index()
+    by_tps = "tps" in side.columns
+    figure, unit = ("tps", "tps") if by_tps else ("elapsed_s", "s")
+    figures = side[["query", "run", figure]].merge(runs, on="run")
+    figures = figures.groupby(["query", "engine", *groups, compared], sort=False)[figure].median().reset_index()
     rows = []
-    for key, group in times.groupby(["query", "engine", *groups], sort=False):
-        best = group.loc[group["elapsed_s"].idxmin()]
+    for key, group in figures.groupby(["query", "engine", *groups], sort=False):
+        best = group.loc[group[figure].idxmax() if by_tps else group[figure].idxmin()]
         default = default_value(compared, key[1])
-        at_default = group.loc[group[compared] == default, "elapsed_s"]
-        default_s = float(at_default.iloc[0]) if len(at_default) else float("nan")
+        at_default = group.loc[group[compared] == default, figure]
+        default_figure = float(at_default.iloc[0]) if len(at_default) else float("nan")
+        slower, faster = (default_figure, best[figure]) if not by_tps else (best[figure], default_figure)
         rows.append({**dict(zip(["query", "engine", *groups], key, strict=True)),
-                     f"fastest {compared}": best[compared], "fastest_s": best["elapsed_s"],
-                     f"default {compared}": default, "default_s": default_s,
-                     "default_over_fastest": default_s / best["elapsed_s"] if best["elapsed_s"] > 0 else float("nan")})
+                     f"fastest {compared}": best[compared], f"fastest_{unit}": best[figure],
+                     f"default {compared}": default, f"default_{unit}": default_figure,
+                     "default_over_fastest": slower / faster if faster > 0 else float("nan")})
     return pd.DataFrame(rows)

@@ -104,3 +104,14 @@ def test_fastest_names_per_query_and_tier_the_plan_that_won_and_how_the_optimize
          "default join_plan": "optimizer", "default_s": 15.8, "default_over_fastest": pytest.approx(9.875)},
         {"query": "q3.4", "engine": "postgresql", "layout": "ALL", "fastest join_plan": "optimizer", "fastest_s": 1.5,
          "default join_plan": "optimizer", "default_s": 1.5, "default_over_fastest": 1.0}]
+
+
+def test_fastest_judges_sysbench_tests_by_the_most_transactions_per_second(tmp_path):
+    spec = study_file(tmp_path, "name: e4\nworkload: sysbench\nmatrix:\n  layout: [None]\n  threads: [4, 16]\n")
+    study = read_study(spec)
+    record = {"points": [{**point, "status": "ok", "run_id": f"run{point['point']}"} for point in points(study)]}
+    side = pd.DataFrame({"query": "oltp_read_write", "run": ["run1", "run2"], "elapsed_s": [60.0, 60.0],
+                         "tps": [500.0, 800.0]})
+    assert fastest(study, record, side).to_dict("records") == [
+        {"query": "oltp_read_write", "engine": "mariadb", "layout": "None", "fastest threads": "16", "fastest_tps": 800.0,
+         "default threads": "4", "default_tps": 500.0, "default_over_fastest": 1.6}]
