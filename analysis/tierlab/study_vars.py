@@ -230,12 +230,14 @@ def check_fit(study: dict, fast_tier_bytes: int) -> None:
     if needed > usable:
         listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1])[:4])
         listing += f" and {len(fast) - 4} more" if len(fast) > 4 else ""
-        scale = (f"tables={study['tables']} x table_size={study['table_size']}" if WORKLOADS[study["workload"]].numbered
+        numbered = WORKLOADS[study["workload"]].numbered
+        scale = (f"tables={study['tables']} x table_size={study['table_size']}" if numbered
                  else f"scale_factor={study['scale_factor']:g}")
         raise StudyInputError(
             f"layout {study['layout']!r} at {scale} needs about {human_bytes(needed)} "
             f"on the fast tier ({listing}), but the fast tier holds {human_bytes(usable)} usable "
-            f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller {scale.split('=')[0]}, or a larger fast tier"
+            f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller "
+            f"{'table_size' if numbered else 'scale_factor'}, or a larger fast tier"
         )
 
 

@@ -243,4 +243,5 @@ def test_a_sysbench_layout_that_does_not_fit_names_its_tables_and_rows():
                   "table_size": "10000000"}, 6 << 30)
     assert str(err.value).startswith("layout 'ALL' at tables=8 x table_size=10000000 needs about 24.21 GiB on the fast "
                                      "tier (sbtest1 3.03 GiB, ")
-    assert "and 4 more), but the fast tier holds 5.40 GiB usable" in str(err.value)
+    assert str(err.value).endswith("and 4 more), but the fast tier holds 5.40 GiB usable of 6.00 GiB; choose fewer "
+                                   "tables, a smaller table_size, or a larger fast tier")
