@@ -30,15 +30,15 @@ ADVICE_COLUMNS = ["setting", "context", "step", "value", "figure", "unit", "spre
                   "against_best_pct", "data_bytes", "buffer_pool_bytes", "verdict", "runs"]
 
 
-def _order(setting: str, values: pd.DataFrame) -> pd.Series:
+def _order(setting: str, per_value: pd.DataFrame) -> pd.Series:
     """How a setting's values sort: page and buffer pool by bytes, threads by count, compression none first."""
     if setting == "page_size":
-        return values["page_size"].map(PAGE_SIZES)
+        return per_value["value"].map(PAGE_SIZES)
     if setting == "buffer_pool":
-        return values["buffer_pool_bytes"]
+        return per_value["buffer_pool_bytes"]
     if setting == "threads":
-        return values["threads"].astype(int)
-    return values["compression"].map(COMPRESSIONS.index)
+        return per_value["value"].astype(int)
+    return per_value["value"].map(COMPRESSIONS.index)
 
 
 def _better(figure: pd.Series, higher: bool) -> int:
@@ -51,10 +51,9 @@ def _against(figure: float, best: float, higher: bool) -> float:
     return 100.0 * ((best - figure) if higher else (figure - best)) / best
 
 
-def _verdicts(setting: str, per_value: pd.DataFrame, higher: bool) -> list[str]:
-    figure = per_value["figure"].to_numpy(dtype=float)
-    best = _better(figure, higher)
-    verdicts = [""] * len(per_value)
+def _verdicts(setting: str, figure: np.ndarray, best: int, higher: bool) -> list[str]:
+    """Each value's verdict, in the values' order: best, knee (buffer pool), stops scaling (threads)."""
+    verdicts = [""] * len(figure)
     verdicts[best] = "best"
     if setting == "buffer_pool":
         within = [i for i in range(len(figure)) if _against(figure[i], figure[best], higher) <= 100 * KNEE_SHARE]
@@ -84,12 +83,14 @@ def advise(study: dict, figures: pd.DataFrame) -> pd.DataFrame:
                 repetitions=("figure", "size"), data_bytes=("data_bytes", "median"),
                 buffer_pool_bytes=("buffer_pool_bytes", "first"), runs=("run", lambda r: " ".join(sorted(r))))
             per_value = per_value.reset_index().rename(columns={setting: "value"})
-            per_value[setting] = per_value["value"]
             per_value = per_value.iloc[np.argsort(_order(setting, per_value).to_numpy(), kind="stable")]
-            if per_value["figure"].isna().all():
+            figure = per_value["figure"].to_numpy(dtype=float)
+            if np.isnan(figure).all():
                 continue
-            best = per_value["figure"].iloc[_better(per_value["figure"].to_numpy(dtype=float), higher)]
-            for row, verdict in zip(per_value.itertuples(index=False), _verdicts(setting, per_value, higher), strict=True):
+            best_at = _better(figure, higher)
+            best = figure[best_at]
+            verdicts = _verdicts(setting, figure, best_at, higher)
+            for row, verdict in zip(per_value.itertuples(index=False), verdicts, strict=True):
                 rows.append({"setting": setting, "context": context, "step": key[-1], "value": row.value,
                              "figure": row.figure, "unit": group["unit"].iloc[0],
                              "spread_pct": 100.0 * (row.high - row.low) / row.figure if row.figure else np.nan,
@@ -127,10 +128,10 @@ def statements(advice: pd.DataFrame) -> list[str]:
         knee = [r for r in group.itertuples() if "knee" in r.verdict]
         if knee:
             text += f". The knee: {_value(knee[0])}, the smallest buffer pool within {KNEE_SHARE:.0%} of the best"
-        stops = group[group["verdict"].str.contains("stops scaling")]
+        stops = [r for r in group.itertuples() if "stops scaling" in r.verdict]
         if setting == "threads":
-            text += (f". Throughput stops scaling at {stops['value'].iloc[0]} threads (the next count adds less than "
-                     f"{SCALING_SHARE:.0%})" if len(stops) else ". Throughput still scales at the largest count measured")
+            text += (f". Throughput stops scaling at {stops[0].value} threads (the next count adds less than "
+                     f"{SCALING_SHARE:.0%})" if stops else ". Throughput still scales at the largest count measured")
         if setting == "compression":
             sizes = ", ".join(f"{r.value} {r.data_bytes / 2**20:.1f} MiB" for r in group.itertuples()
                               if pd.notna(r.data_bytes))

@@ -397,7 +397,7 @@ def run_figures(run_dir: Path) -> pd.DataFrame:
     test (tables/throughput.csv), or a query workload's time, the sum of its queries' median elapsed seconds
     (NaN where a query has no ok try); with the run's data bytes and buffer pool bytes."""
     manifest = read_manifest(run_dir)
-    study = _read_json(run_dir / "config" / "study.json")["study"]
+    study = manifest["study"]
     sizes = [table["size_bytes"] for table in manifest["layout"]["tables"].values()]
     context = {"data_bytes": sum(sizes) if sizes and None not in sizes else np.nan,
                "buffer_pool_bytes": buffer_pool_bytes(study)}

@@ -271,8 +271,9 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     workload_variables = _scoped_variables(values, WORKLOAD_VARIABLES, "workload", workload)
     placement = parse_layout(values["layout"], workload)
     layout = layout_name(placement, workload)
+    load_order = declared.tables(workload_variables["tables"] or 0)
     if declared.numbered:
-        placement = {table: placement[declared.load_order[0]] for table in declared.tables(workload_variables["tables"])}
+        placement = {table: placement[declared.load_order[0]] for table in load_order}
     page_size = parse_page_size(values.get("page_size") or DEFAULT_PAGE_SIZE[engine])
     if page_size not in ENGINE_PAGE_SIZES[engine]:
         raise _fail("page_size", values["page_size"], f"{', '.join(ENGINE_PAGE_SIZES[engine])} for engine={engine}",
@@ -286,7 +287,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
         **workload_variables,
         "layout": layout,
         "placement": placement,
-        "load_order": declared.tables(workload_variables["tables"] or 0),
+        "load_order": load_order,
         "queries": parse_queries(values["queries"], declared),
         "page_size": page_size,
         "page_size_bytes": PAGE_SIZES[page_size],

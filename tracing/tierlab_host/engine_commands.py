@@ -21,13 +21,12 @@ def main(command: str, spec_file: str) -> None:
         result = engine(spec).start()
     elif command == "engine-stop":
         result = engine(spec).stop()
-    elif command == "sysbench-prepare":
-        db = engine(spec["engine"])
-        db.start()
-        result = sysbench.prepare(db, spec)
     else:
         db = engine(spec["engine"])
         db.start()
-        moves = db.move(spec["database"], spec["placement"])
-        result = {"changed": bool(moves), "moves": moves}
+        if command == "sysbench-prepare":
+            result = sysbench.prepare(db, spec)
+        else:
+            moves = db.move(spec["database"], spec["placement"])
+            result = {"changed": bool(moves), "moves": moves}
     print(json.dumps(result))
