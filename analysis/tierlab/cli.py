@@ -100,7 +100,7 @@ def _study(args) -> None:
         raise StudyInputError(f"--extra-vars {args.extra_vars!r}: give a JSON object, "
                               """e.g. '{"tierlab_root": "/srv/tierlab"}'""")
     print(f"study {study_dir}", flush=True)
-    record = run_study(study, study_dir, extra)
+    record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None)
     ok = [study_dir / point["run_id"] for point in record["points"] if point["status"] == "ok"]
     if len(ok) > 1:
         for path in compare_runs(ok, study_dir / "compare"):
@@ -381,6 +381,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--results-dir", default="results", help="where the study's directory is made (default: results)")
     p.add_argument("--extra-vars", default="{}", metavar="JSON",
                    help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root)")
+    p.add_argument("-i", "--inventory", metavar="INVENTORY",
+                   help="the hosts to run on (default: ansible.cfg's, this host); with several, the points are "
+                        "spread over them, one at a time on each")
     p.set_defaults(func=_study)
 
     p = sub.add_parser("advise", help="what a study says of the page size, buffer pool, compression and threads "

@@ -17,6 +17,10 @@ Every point's variables are checked, as the playbook checks them, before the fir
 whose run fails goes on record and the study goes on, unless it failed before its run opened (the tiers,
 the engine), which the next points would too. An interrupt (Ctrl-C) lets the point that runs finish, then
 stops: the playbook runs in a session of its own, so that the signal does not cut a run in half.
+
+With several hosts in the inventory the points are spread over them: each host runs one point at a time
+(its playbook limited to it), taking the next point not yet taken, and its runs land in the same study
+directory on the controller. A failed point is resumed on the host that ran it.
 """
 
 import itertools
@@ -26,6 +30,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from functools import cache
@@ -40,6 +45,8 @@ from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, WORK
 PROJECT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml", "sysbench": "playbooks/sysbench.yml"}
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+ANSIBLE_INVENTORY = Path(sys.executable).with_name("ansible-inventory")
+ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SCHEMA_VERSION = 1
@@ -153,8 +160,42 @@ def _write(study_dir: Path, record: dict) -> None:
     os.replace(partial, study_dir / "study.json")
 
 
-def _run_dirs(study_dir: Path) -> set[str]:
-    return {p.name for p in study_dir.iterdir() if (p / "config" / "study.json").exists()}
+def _run_dirs(study_dir: Path, host: str) -> set[str]:
+    """The runs in study_dir that host ran (config/study.json says which host)."""
+    found = set()
+    for config in study_dir.glob("*/config/study.json"):
+        try:
+            if json.loads(config.read_text())["host"]["name"] == host:
+                found.add(config.parent.parent.name)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def inventory_hosts(inventory: Path | None) -> list[str]:
+    """The inventory's hosts in its order (ansible.cfg's inventory unless one is given)."""
+    if inventory and not inventory.exists():
+        raise StudyInputError(f"inventory {inventory}: no such file or directory")
+    command = [str(ANSIBLE_INVENTORY), "--list", *(["-i", str(inventory)] if inventory else [])]
+    done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, env={**os.environ, **ANSIBLE_ENV})
+    if done.returncode != 0:
+        raise StudyInputError(f"inventory {inventory or '(ansible.cfg)'}: ansible-inventory failed: "
+                              f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
+    groups = json.loads(done.stdout)
+    hosts: list[str] = []
+
+    def walk(group: str) -> None:
+        for host in groups.get(group, {}).get("hosts", []):
+            if host not in hosts:
+                hosts.append(host)
+        for child in groups.get(group, {}).get("children", []):
+            walk(child)
+
+    walk("all")
+    if not hosts:
+        raise StudyInputError(f"inventory {inventory or '(ansible.cfg)'} has no hosts; give an inventory that names "
+                              "at least one (playbooks/inventory/local.yml is this host)")
+    return hosts
 
 
 def _run_outcome(run_dir: Path) -> tuple[str, str | None]:
@@ -171,28 +212,29 @@ def _label(point: dict, study: dict) -> str:
     return (varied or "the only point") + (f" (repetition {point['repetition']})" if study["repetitions"] > 1 else "")
 
 
-def run_point(study: dict, point: dict, study_dir: Path, resume_run: str | None, extra: dict, out) -> dict:
-    """One point's run by its playbook; what study.json records of it."""
+def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: Path | None, resume_run: str | None,
+              extra: dict, say) -> dict:
+    """One point's run by its playbook on host; what study.json records of it."""
     log = study_dir / "logs" / f"point-{point['point']:03d}.log"
     log.parent.mkdir(exist_ok=True)
     variables = {**extra, **point["variables"], "results_dir": str(study_dir)}
     if resume_run:
         variables["resume"] = resume_run
-    before = _run_dirs(study_dir)
+    before = _run_dirs(study_dir, host)
     started = time.monotonic()
-    command = [str(ANSIBLE_PLAYBOOK), PLAYBOOKS[study["workload"]], "-e", json.dumps(variables)]
+    command = [str(ANSIBLE_PLAYBOOK), PLAYBOOKS[study["workload"]], *(["-i", str(inventory)] if inventory else []),
+               "--limit", host, "-e", json.dumps(variables)]
     with open(log, "a") as sink:
         sink.write(f"$ {' '.join(command)}\n")
         sink.flush()
         child = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True,
-                                 env={**os.environ, "ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
+                                 start_new_session=True, env={**os.environ, **ANSIBLE_ENV})
         for line in child.stdout:
             sink.write(line)
             if (shown := PROGRESS_LINE.match(line)) is not None:
-                print(f"    {shown[1]}", file=out, flush=True)
+                say(f"    {shown[1]}")
         returncode = child.wait()
-    new = sorted(_run_dirs(study_dir) - before)
+    new = sorted(_run_dirs(study_dir, host) - before)
     run_id = resume_run or (new[0] if len(new) == 1 else None)
     status, error = _run_outcome(study_dir / run_id) if run_id else ("failed", None)
     if returncode != 0 and status == "ok":
@@ -202,12 +244,13 @@ def run_point(study: dict, point: dict, study_dir: Path, resume_run: str | None,
         error = fatal[-1] if fatal else f"ansible-playbook exited with {returncode}"
     if error:
         error += f" (log: {log})"
-    return {**point, "run_id": run_id, "status": status, "error": error, "seconds": round(time.monotonic() - started, 1)}
+    return {**point, "host": host, "run_id": run_id, "status": status, "error": error,
+            "seconds": round(time.monotonic() - started, 1)}
 
 
-def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict:
-    """Run every point of the study that has no ok run yet in study_dir, recording each as it ends; an
-    interrupt stops the study once the point that runs has ended."""
+def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, inventory: Path | None = None) -> dict:
+    """Run every point of the study that has no ok run yet in study_dir on the inventory's hosts, a point at a
+    time on each, recording each as it ends; an interrupt stops the study once the points that run have ended."""
     given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
     if given:
         raise StudyInputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
@@ -216,6 +259,8 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict
     if not ANSIBLE_PLAYBOOK.exists():
         raise StudyInputError(f"{ANSIBLE_PLAYBOOK} is missing: a study runs the playbooks with the ansible installed "
                               "beside tierlab (make setup installs it)")
+    inventory = inventory.resolve() if inventory else None
+    hosts = inventory_hosts(inventory)
     study_dir.mkdir(parents=True, exist_ok=True)
     record_file = study_dir / "study.json"
     if record_file.exists():
@@ -228,34 +273,60 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout) -> dict
                   "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "points": []}
     done = {p["point"]: p for p in record["points"]}
     todo = [p for p in points(study) if done.get(p["point"], {}).get("status") != "ok"]
-    total = len(points(study))
+    unended, total = len(todo), len(points(study))
+    lock = threading.Lock()
     spent: list[float] = []
     stop: list[int] = []
 
+    def say(host: str, text: str) -> None:
+        print((f"[{host}] " if len(hosts) > 1 else "") + text, file=out, flush=True)
+
+    def take(host: str) -> tuple[dict | None, str | None]:
+        """The next point for host, and the run of it to resume: a point's failed run is resumed on the host
+        that ran it (another host of the inventory leaves it to that one), or run anew if that host is gone."""
+        for point in todo:
+            earlier = done.get(point["point"], {})
+            owner = earlier.get("host") if earlier.get("run_id") else None
+            if owner == host or owner not in hosts:
+                todo.remove(point)
+                return point, earlier["run_id"] if owner == host else None
+        return None, None
+
+    def work(host: str) -> None:
+        nonlocal unended
+        while True:
+            with lock:
+                point, resume_run = (None, None) if stop else take(host)
+                if point is None:
+                    return
+                say(host, f"point {point['point']} of {total}: {_label(point, study)}")
+            result = run_point(study, point, study_dir, host, inventory, resume_run, extra, lambda text: say(host, text))
+            with lock:
+                done[point["point"]] = result
+                record["points"] = [done[number] for number in sorted(done)]
+                _write(study_dir, record)
+                spent.append(result["seconds"])
+                unended -= 1
+                left = sum(spent) / len(spent) * unended / len(hosts)
+                say(host, f"point {point['point']} of {total}: {result['status']} in {result['seconds']:.0f} s, run "
+                          f"{result['run_id'] or '(none)'}" + (f"; about {left:.0f} s left" if unended else "")
+                          + (f"\n    {result['error']}" if result["error"] else ""))
+                if result["run_id"] is None:
+                    say(host, "this host stops: the point failed before its run opened (its tiers or its engine), and "
+                              "the points after it would fail alike; mend the cause, then --resume")
+                    return
+
     def interrupted(signum, frame) -> None:
         stop.append(signum)
-        print("interrupted: the study stops when this point's run has ended", file=out, flush=True)
+        print("interrupted: the study stops when the points that run have ended", file=out, flush=True)
 
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
-        for k, point in enumerate(todo, 1):
-            print(f"point {point['point']} of {total}: {_label(point, study)}", file=out, flush=True)
-            earlier = done.get(point["point"], {})
-            result = run_point(study, point, study_dir, earlier.get("run_id"), extra, out)
-            done[point["point"]] = result
-            record["points"] = [done[number] for number in sorted(done)]
-            _write(study_dir, record)
-            spent.append(result["seconds"])
-            left = sum(spent) / len(spent) * (len(todo) - k)
-            print(f"point {point['point']} of {total}: {result['status']} in {result['seconds']:.0f} s, run "
-                  f"{result['run_id'] or '(none)'}" + (f"; about {left:.0f} s left" if k < len(todo) else "")
-                  + (f"\n    {result['error']}" if result["error"] else ""), file=out, flush=True)
-            if stop:
-                break
-            if result["run_id"] is None:
-                print("the study stops: this point failed before its run opened (its tiers or its engine), and the "
-                      "points after it would fail alike; mend the cause, then --resume", file=out, flush=True)
-                break
+        workers = [threading.Thread(target=work, args=(host,), name=f"study-{host}") for host in hosts]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
     finally:
         signal.signal(signal.SIGINT, previous)
     if len(record["points"]) == total:

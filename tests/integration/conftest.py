@@ -74,14 +74,20 @@ def study(tmp_path_factory):
     study = Study(tmp_path_factory.mktemp("results"))
     yield study
     study.playbook("teardown.yml", purge=True)
-    record = Path(TEST_ROOT) / "state" / "created.json"
+    assert_torn_down(TEST_ROOT)
+
+
+def assert_torn_down(root: str) -> None:
+    """Nothing tierlab made under root is left: its record is empty, and no loop device, mount, server or memory
+    group of it remains."""
+    record = Path(root) / "state" / "created.json"
     assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
-    assert TEST_ROOT not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    assert TEST_ROOT not in Path("/proc/mounts").read_text()
+    assert root not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert root not in Path("/proc/mounts").read_text()
     for program in ("tierlab-emu", "mariadbd", "postgres"):
-        assert subprocess.run(["pgrep", "-f", f"{program} .*{TEST_ROOT}/"], capture_output=True).returncode == 1, \
+        assert subprocess.run(["pgrep", "-f", f"{program} .*{root}/"], capture_output=True).returncode == 1, \
             f"teardown left {program} running"
-    assert not list(Path("/sys/fs/cgroup/memory").glob(f"{Path(TEST_ROOT).name}-*")), "teardown left a memory group"
+    assert not list(Path("/sys/fs/cgroup/memory").glob(f"{Path(root).name}-*")), "teardown left a memory group"
 
 
 @pytest.fixture(scope="session")

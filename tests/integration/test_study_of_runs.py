@@ -1,13 +1,16 @@
-"""A study of many runs: a 2 x 2 matrix run point by point, stopped by an interrupt and resumed."""
+"""A study of many runs: a 2 x 2 matrix run point by point, stopped by an interrupt and resumed; a study spread
+over two hosts."""
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
-from conftest import ROOT, SCALE_FACTOR, TEST_ROOT
+from conftest import ROOT, SCALE_FACTOR, TEST_ROOT, assert_torn_down
 
 STUDY = f"""
 name: sweep
@@ -38,7 +41,7 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     child.send_signal(signal.SIGINT)
     output = child.communicate(timeout=1800)[0]
     assert child.returncode == 1, output
-    assert "interrupted: the study stops when this point's run has ended" in output
+    assert "interrupted: the study stops when the points that run have ended" in output
     assert f"3 of 4 points have no ok run (study.json says why, where one ran); run them with: tierlab study " \
            f"--resume {study_dir}" in output
     record = json.loads((study_dir / "study.json").read_text())
@@ -92,3 +95,39 @@ def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(study):
     assert "buffer_pool for all queries (layout=None): " in done.stdout
     assert (study_dir / "advice" / "report.html").read_text().count("<svg") == 2
 
+
+
+def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their_runs(tmp_path):
+    """Two hosts on this machine, each with a root, tiers and ports of its own, a point each at once."""
+    local = yaml.safe_load((ROOT / "playbooks" / "inventory" / "two-local.yml").read_text())
+    for host, number in (("node-a", 37), ("node-b", 39)):
+        local["all"]["hosts"][host] = {"tierlab_root": f"/var/lib/tierlab-{host}", "postgresql_port": number * 100 + 16,
+                                       "mysql_port_base": {"mariadb": number * 100, "mysql": number * 100 + 50}}
+    inventory = tmp_path / "two-hosts.yml"
+    inventory.write_text(yaml.safe_dump(local))
+    spec = tmp_path / "spread.yml"
+    spec.write_text(STUDY.replace("name: sweep", "name: spread").replace('"3"', '"6"').replace("  buffer_pool: [5%, 20%]\n", ""))
+    try:
+        done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "study", "-i", str(inventory), str(spec), "--results-dir",
+                               str(tmp_path / "results"), "--extra-vars", json.dumps({"tiers_dilation": 12})],
+                              cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (study_dir,) = (tmp_path / "results").iterdir()
+        record = json.loads((study_dir / "study.json").read_text())
+        assert sorted((p["host"], p["status"]) for p in record["points"]) == [("node-a", "ok"), ("node-b", "ok")]
+        assert sorted(line.split("]")[0] for line in done.stdout.splitlines() if ": ok in " in line) == ["[node-a", "[node-b"]
+        for point in record["points"]:
+            run_dir = study_dir / point["run_id"]
+            assert point["run_id"].endswith(f"_{point['variables']['layout']}_{point['host']}")
+            assert json.loads((run_dir / "config" / "study.json").read_text())["host"]["name"] == point["host"]
+            tiers = json.loads((run_dir / "manifest.json").read_text())["tiers"]
+            assert {t["path"] for t in tiers} == {f"/var/lib/tierlab-{point['host']}/tiers/{name}" for name in ("optane", "nand")}
+        compared = pd.read_csv(study_dir / "compare" / "compare.csv")
+        assert sorted(compared["run"].unique()) == sorted(p["run_id"] for p in record["points"])
+    finally:
+        teardown = subprocess.run([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(inventory), "playbooks/teardown.yml",
+                                   "-e", "purge=true"], cwd=ROOT, capture_output=True, text=True,
+                                  env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    assert teardown.returncode == 0, teardown.stdout[-3000:]
+    for host in ("node-a", "node-b"):
+        assert_torn_down(f"/var/lib/tierlab-{host}")

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tierlab.errors import RunDirError, StudyInputError
-from tierlab.study import fastest, points, read_study, read_study_record, run_study
+from tierlab.study import fastest, inventory_hosts, points, read_study, read_study_record, run_study
 
 STUDY = """
 name: e5-plans
@@ -84,6 +84,27 @@ def test_a_study_directory_of_another_study_is_not_resumed(tmp_path):
         run_study(other, tmp_path / "s", {})
     assert str(err.value) == (f"{tmp_path / 's'} holds another study (its study.json differs from the study file); "
                               "resume it with the study file it was started with, or start a new study")
+
+
+def test_a_study_runs_on_the_inventory_s_hosts_in_its_order_those_of_its_groups_included(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    node-b: {}\n  children:\n    rack1:\n      hosts:\n        node-a: {}\n"
+                         "        node-c: {}\n")
+    assert inventory_hosts(inventory) == ["node-b", "node-a", "node-c"]
+
+
+def test_the_default_inventory_is_this_host():
+    assert inventory_hosts(None) == ["localhost"]
+
+
+def test_an_inventory_that_is_missing_or_names_no_host_is_refused(tmp_path):
+    with pytest.raises(StudyInputError) as err:
+        inventory_hosts(tmp_path / "hosts.yml")
+    assert str(err.value) == f"inventory {tmp_path / 'hosts.yml'}: no such file or directory"
+    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    rack1: {}\n")
+    with pytest.raises(StudyInputError) as err:
+        inventory_hosts(tmp_path / "hosts.yml")
+    assert str(err.value).startswith(f"inventory {tmp_path / 'hosts.yml'} has no hosts; give an inventory")
 
 
 def test_a_study_of_an_unknown_schema_version_is_refused(tmp_path):
