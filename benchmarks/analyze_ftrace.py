@@ -65,7 +65,7 @@ def _body(requests: int, rng: np.random.Generator) -> tuple[str, list[list[tuple
     return "".join(lines), cpus, float(times.max())
 
 
-def _pages(path: Path, cpus: list[list[tuple]]) -> bytes:
+def raw_pages(path: Path, cpus: list[list[tuple]]) -> bytes:
     """The ring-buffer pages of a raw window of these events (without the file's first two lines)."""
     data = write_ftrace_raw(path, cpus).read_bytes()
     return data[data.index(b"\n", len(MAGIC)) + 1:]
@@ -93,14 +93,14 @@ def synthesize(run: Path, requests: int, queries: int, raw: bool) -> int:
     per_window = requests // queries
     body, cpus, last_s = _body(per_window, np.random.default_rng(1))
     scratch = run.parent / "scratch.ftrace-raw"
-    pages = _pages(scratch, cpus) if raw else b""
+    pages = raw_pages(scratch, cpus) if raw else b""
     rows, total = [], 0
     for name in names:
         label = f"{name}_try1"
         if raw:
             path = run / "raw" / "traces" / f"{label}.ftrace-raw"
-            start = _pages(scratch, [[("print", round((START_S - 0.001) * 1e9), f"tierlab start {label}")]])
-            end = _pages(scratch, [[("print", round((last_s + 0.001) * 1e9), f"tierlab end {label}")]])
+            start = raw_pages(scratch, [[("print", round((START_S - 0.001) * 1e9), f"tierlab start {label}")]])
+            end = raw_pages(scratch, [[("print", round((last_s + 0.001) * 1e9), f"tierlab end {label}")]])
             path.write_bytes(MAGIC + json.dumps(KERNEL_LAYOUT).encode() + b"\n" + start + pages + end)
         else:
             path = run / "raw" / "traces" / f"{label}.ftrace"

@@ -97,6 +97,10 @@ def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(study):
 
 
 
+# one dilation for both hosts, so that their runs compare; a short self-check, its fidelity is tested elsewhere
+SPREAD_HOST = {"tiers_dilation": 12, "tiers_check_runtime_s": 0.5}
+
+
 def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their_runs(tmp_path):
     """Two hosts on this machine, each with a root, tiers and ports of its own, a point each at once."""
     local = yaml.safe_load((ROOT / "playbooks" / "inventory" / "two-local.yml").read_text())
@@ -109,13 +113,14 @@ def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their
     spec.write_text(STUDY.replace("name: sweep", "name: spread").replace('"3"', '"6"').replace("  buffer_pool: [5%, 20%]\n", ""))
     try:
         done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "study", "-i", str(inventory), str(spec), "--results-dir",
-                               str(tmp_path / "results"), "--extra-vars", json.dumps({"tiers_dilation": 12})],
+                               str(tmp_path / "results"), "--extra-vars", json.dumps(SPREAD_HOST)],
                               cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
         (study_dir,) = (tmp_path / "results").iterdir()
         record = json.loads((study_dir / "study.json").read_text())
         assert sorted((p["host"], p["status"]) for p in record["points"]) == [("node-a", "ok"), ("node-b", "ok")]
-        assert sorted(line.split("]")[0] for line in done.stdout.splitlines() if ": ok in " in line) == ["[node-a", "[node-b"]
+        assert sorted(line.split(" point ")[0] for line in done.stdout.splitlines() if " of 2: ok in " in line) == [
+            "[node-a]", "[node-b]"]
         for point in record["points"]:
             run_dir = study_dir / point["run_id"]
             assert point["run_id"].endswith(f"_{point['variables']['layout']}_{point['host']}")
