@@ -283,10 +283,11 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
 
     def take(host: str) -> tuple[dict | None, str | None]:
         """The next point for host, and the run of it to resume: a point's failed run is resumed on the host
-        that ran it (another host of the inventory leaves it to that one), or run anew if that host is gone."""
+        that ran it (another host of the inventory leaves it to that one), or run anew if that host is gone.
+        A point recorded without its host ran when studies ran on one host: the inventory's first."""
         for point in todo:
             earlier = done.get(point["point"], {})
-            owner = earlier.get("host") if earlier.get("run_id") else None
+            owner = earlier.get("host", hosts[0]) if earlier.get("run_id") else None
             if owner == host or owner not in hosts:
                 todo.remove(point)
                 return point, earlier["run_id"] if owner == host else None
