@@ -30,6 +30,7 @@ from peak_memory import run_measured
 from tierlab.parse_ftrace_raw import KERNEL_LAYOUT, MAGIC
 
 PROJECT = Path(__file__).resolve().parents[1]
+TIERLAB = str(Path(sys.executable).with_name("tierlab"))
 RUN_ID = "20261125T080000Z_mariadb_tpch-sf10_None"
 CAPACITY_DEVICE, FAST_DEVICE = "7:1", "7:0"
 # the tables' files, one after the other on the capacity tier's file system; Q3 reads the first three
@@ -99,11 +100,11 @@ def synthesize(run: Path, count: int) -> tuple[float, int]:
     return elapsed_s, path.stat().st_size
 
 
-def tierlab(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(Path(sys.executable).with_name("tierlab")), *args], capture_output=True, text=True)
+def tierlab(*args: str) -> None:
+    """A tierlab command run to its end; its error shown if it fails."""
+    done = subprocess.run([TIERLAB, *args], capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"tierlab {args[0]} failed:\n{done.stderr[-3000:]}")
-    return done
 
 
 def main() -> None:
@@ -122,12 +123,12 @@ def main() -> None:
         tierlab("analyze", str(run))
         tierlab("manifest", str(run), "--status", "ok")
         print(f"analyzed in {time.perf_counter() - start:.1f} s", flush=True)
-        tierlab("recommend", str(run), "--fast-capacity", "2G")
-        cmd = [str(Path(sys.executable).with_name("tierlab")), "recommend", str(run), "--fast-capacity", "2G", "--json"]
+        recommend = ["recommend", str(run), "--fast-capacity", "2G", "--json"]
         timings = []
         for _ in range(args.repeat):
-            seconds, peak, status, out = run_measured(cmd, capture=True)
+            seconds, peak, status, out = run_measured([TIERLAB, *recommend], capture=True)
             if status:
+                tierlab(*recommend)     # again, for its error (the measured run's stderr is not kept)
                 sys.exit(f"tierlab recommend failed with wait status {status}")
             timings.append((seconds, peak))
             print(f"  tierlab recommend {seconds:.2f} s, peak {peak / 1e6:,.1f} MB", flush=True)
