@@ -8,8 +8,8 @@ QUERIES ?= all
 ENGINE ?= mariadb
 APT_PACKAGES := python3 python3-venv python3-pip
 # the tests also read traces with blkparse, render reports in headless Chromium
-# and build the device emulator (tierlab-emu) to run its model
-TEST_APT_PACKAGES := blktrace chromium fuse3 libfuse3-dev gcc make pkg-config
+# build the device emulator (tierlab-emu) to run its model, and make btrfs file systems
+TEST_APT_PACKAGES := blktrace chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 

@@ -217,7 +217,8 @@ def _recommend(args) -> None:
     workload = first["workload"]["name"]
     from_layout = args.from_layout or first["layout"]["name"]
     start = parse_layout(from_layout, workload)
-    table_bytes = {t: int(v["size_bytes"]) for t, v in first["layout"]["tables"].items()}
+    # what a table takes on a tier is what it stores there (manifests written before stored bytes have sizes)
+    table_bytes = {t: int(v.get("stored_bytes", v["size_bytes"])) for t, v in first["layout"]["tables"].items()}
     traced = [(run_dir, m, row) for run_dir, m in runs
               for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records")]
     names = [row["query"] for _, _, row in traced]

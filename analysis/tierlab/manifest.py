@@ -50,22 +50,25 @@ def phase_durations(phases: dict[str, str], finished_at: str) -> dict[str, float
 
 def layout_files(study: dict, extents: dict | None) -> dict:
     """Per table: its tier by the layout, where its own file is (the first segment of its heap),
-    the bytes of all its files, and each file (indexes, TOAST and segments where the engine keeps
-    them apart) with the tier that holds it."""
+    the bytes of all its files and the bytes they hold on the devices (their extents': less where
+    the engine or the file system compressed them, or punched holes), and each file (indexes, TOAST
+    and segments where the engine keeps them apart) with the tier that holds it."""
     by_table: dict[str, list[dict]] = {}
     for item in (extents or {}).get("files", []):
         # runs written before objects had several files name only the table
         by_table.setdefault(item.get("table", item["object"]), []).append(item)
     layout = {}
     for table, tier in study["placement"].items():
-        files = by_table.get(table, [])
+        files = [{**f, "stored_bytes": sum(length for _, _, length in f["extents"])} for f in by_table.get(table, [])]
         own = next((f for f in files if f["object"] == table and not f.get("offset_bytes")), {})
         layout[table] = {
             "tier": tier, "tier_name": own.get("tier"), "path": own.get("path"), "device": own.get("device"),
             # runs written before extents had sizes have none to sum
             "size_bytes": sum(f["size_bytes"] for f in files) if files and all("size_bytes" in f for f in files)
             else None,
-            "files": [{key: f.get(key) for key in ("object", "kind", "path", "tier", "offset_bytes", "size_bytes")}
+            "stored_bytes": sum(f["stored_bytes"] for f in files) if files else None,
+            "files": [{key: f.get(key) for key in ("object", "kind", "path", "tier", "offset_bytes", "size_bytes",
+                                                   "stored_bytes")}
                       for f in files],
         }
     return layout

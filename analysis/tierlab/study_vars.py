@@ -25,15 +25,20 @@ ENGINE_PAGE_SIZES = {"mariadb": tuple(PAGE_SIZES), "mysql": tuple(PAGE_SIZES), "
 # sorts and hashes of larger scale factors, and serves as page cache while they do not need it.
 POSTGRESQL_PROCESS_BYTES = 64 << 20
 FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
+# the flush methods that write InnoDB's data files through the page cache
+BUFFERED_FLUSH_METHODS = ("fsync", "O_DSYNC")
 TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
 # the planner's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
 # forced by leaving the other methods out (E5 of the study)
 JOIN_PLANS = ("optimizer", "hash", "index")
-# InnoDB's compression of the workload's tables: none, ROW_FORMAT=COMPRESSED in 8 or 4 KiB blocks (zlib8,
-# zlib4), or page compression (MariaDB's PAGE_COMPRESSED, MySQL's COMPRESSION='zlib': pages compressed in
-# the file with holes punched)
-COMPRESSIONS = ("none", "zlib8", "zlib4", "page")
+# The compression of the workload's tables: none; InnoDB's ROW_FORMAT=COMPRESSED in 8 or 4 KiB blocks (zlib8,
+# zlib4) or page compression (MariaDB's PAGE_COMPRESSED, MySQL's COMPRESSION='zlib': pages compressed in the
+# file with holes punched); or the file system's (zstd: btrfs compresses the database's files on every tier)
+COMPRESSIONS = ("none", "zlib8", "zlib4", "page", "zstd")
+ENGINE_COMPRESSIONS = {"mariadb": COMPRESSIONS, "mysql": COMPRESSIONS, "postgresql": ("none", "zstd")}
+# the compressions a file system does, and the file system that does them
+FS_COMPRESSIONS = {"zstd": "btrfs"}
 COMPRESSED_BLOCK_BYTES = {"zlib8": 8192, "zlib4": 4096}
 # InnoDB refuses ROW_FORMAT=COMPRESSED with larger pages
 COMPRESSED_MAX_PAGE_BYTES = 16384
@@ -155,7 +160,7 @@ ENGINE_VARIABLES = {
     "flush_method": (MYSQL_FAMILY, "O_DIRECT", lambda n, v: _choice(n, v, FLUSH_METHODS)),
     "read_ahead_threshold": (MYSQL_FAMILY, "56", lambda n, v: _positive_int(n, v, 0, 64)),
     "random_read_ahead": (MYSQL_FAMILY, "false", _bool),
-    "compression": (MYSQL_FAMILY, "none", lambda n, v: _choice(n, v, COMPRESSIONS)),
+    "compression": (ENGINES, "none", lambda n, v: _choice(n, v, COMPRESSIONS)),
     "os_cache": (("postgresql",), "64M", lambda n, v: parse_buffer_pool(v, n)),
     "parallel_workers": (("postgresql",), "2", lambda n, v: _positive_int(n, v, 0, 64)),
     "join_plan": (("postgresql",), "optimizer", lambda n, v: _choice(n, v, JOIN_PLANS)),
@@ -248,9 +253,24 @@ def _compresses(compression: str, page_bytes: int) -> bool:
     return block_bytes is None or block_bytes < page_bytes <= COMPRESSED_MAX_PAGE_BYTES
 
 
-def check_compression(compression: str | None, page_size: str) -> None:
+def check_compression(compression: str, engine: str, page_size: str, tier_filesystems: dict[str, str] | None) -> None:
+    """The compression is the engine's (or the file system's, on every tier) and suits the page size.
+    tier_filesystems: each tier role's file system, where it is known before the tiers are up."""
+    if compression not in ENGINE_COMPRESSIONS[engine]:
+        raise _fail("compression", compression, f"{', '.join(ENGINE_COMPRESSIONS[engine])} for engine={engine}",
+                    "PostgreSQL compresses only values over 2 kB (TOAST), which TPC-H, SSB and sysbench rows never "
+                    "reach; the file system's compression (zstd) applies to its files" if engine == "postgresql" else "")
+    wanted = FS_COMPRESSIONS.get(compression)
+    if wanted and tier_filesystems is not None:
+        others = {role: fs for role, fs in tier_filesystems.items() if fs != wanted}
+        if others:
+            listing = ", ".join(f"the {role} tier's is {fs or 'not declared'}" for role, fs in sorted(others.items()))
+            raise StudyInputError(
+                f"compression={compression!r} is {wanted}'s, on the database's directories of every tier, but {listing}; "
+                f"set tiers_filesystem={wanted} (or the tiers' own 'filesystem: {wanted}') on a tierlab_root whose "
+                "tiers are not made yet, or choose another compression")
     page_bytes = PAGE_SIZES[page_size]
-    if compression is None or _compresses(compression, page_bytes):
+    if _compresses(compression, page_bytes):
         return
     if page_bytes > COMPRESSED_MAX_PAGE_BYTES:
         why = f"InnoDB refuses ROW_FORMAT=COMPRESSED with pages larger than {COMPRESSED_MAX_PAGE_BYTES >> 10}k"
@@ -261,8 +281,22 @@ def check_compression(compression: str | None, page_size: str) -> None:
                           f"with page_size={page_size}: {allowed}")
 
 
-def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
-    """The normalized study settings from raw -e values (strings or typed)."""
+def _buffered_flush_method(given, compression: str) -> str:
+    """btrfs compresses only what is written through the page cache, and writes O_DIRECT as it is: with the
+    file system's compression InnoDB's flush method is fsync unless a buffered one is given."""
+    given = "" if given is None else str(given).strip()
+    if not given:
+        return "fsync"
+    if given not in BUFFERED_FLUSH_METHODS:
+        raise StudyInputError(f"flush_method={given!r} cannot be used with compression={compression!r}: "
+                              f"{FS_COMPRESSIONS[compression]} writes O_DIRECT writes uncompressed; allowed with it: "
+                              f"{', '.join(BUFFERED_FLUSH_METHODS)} (fsync when flush_method is left unset)")
+    return given
+
+
+def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None) -> dict:
+    """The normalized study settings from raw -e values (strings or typed); tier_filesystems as the
+    tiers declare them (validate_tiers), by role."""
     workload = values.get("workload", "tpch")
     if workload not in WORKLOADS:
         raise _fail("workload", workload, ", ".join(WORKLOADS))
@@ -280,7 +314,10 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
                     "PostgreSQL's block size is fixed when it is built, and Debian's packages have 8 KiB blocks"
                     if engine == "postgresql" else "")
     engine_variables = _scoped_variables(values, ENGINE_VARIABLES, "engine", engine)
-    check_compression(engine_variables["compression"], page_size)
+    check_compression(engine_variables["compression"], engine, page_size, tier_filesystems)
+    if engine in MYSQL_FAMILY and engine_variables["compression"] in FS_COMPRESSIONS:
+        engine_variables["flush_method"] = _buffered_flush_method(values.get("flush_method"),
+                                                                  engine_variables["compression"])
     study = {
         "engine": engine,
         "workload": workload,
@@ -304,7 +341,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None) -> dict:
     study["scale"] = scale_name(study)
     compression = study["compression"]
     study["database"] = f"{workload}_{study['scale'].replace('.', '_')}" + (
-        f"_{compression}" if compression not in (None, "none") else "")
+        f"_{compression}" if compression != "none" else "")
     if fast_tier_bytes is not None:
         check_fit(study, int(fast_tier_bytes))
     return study
@@ -336,20 +373,25 @@ def memory_limit_bytes(study: dict) -> int:
 
 
 TIER_EMULATIONS = ("model", "throttle", "none")
+# the file systems tierlab makes on the tiers it formats
+FILESYSTEMS = ("ext4", "btrfs")
 # the emulator accepts a dilation from 1 (modelled time as the model says) to this
 MAX_DILATION = 1000
 THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
 
 
-def validate_tiers(tiers, default_emulation: str) -> list[dict]:
+def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> list[dict]:
     """The inventory's `tiers` list: one fast and one capacity tier, each complete.
 
     Returns the tiers with `emulation` filled in (from default_emulation where a
-    tier gives none) and, for `model` tiers, the checked `profile_file`.
+    tier gives none), `filesystem` (from default_filesystem for a tier tierlab
+    formats; a mounted path's only where the tier declares it, None otherwise)
+    and, for `model` tiers, the checked `profile_file`.
     """
     if not isinstance(tiers, list) or not tiers:
         raise StudyInputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
     _choice("tiers_emulation", default_emulation, TIER_EMULATIONS)
+    _choice("tiers_filesystem", default_filesystem, FILESYSTEMS)
     names = [str(t.get("name", "")) for t in tiers]
     resolved = []
     for tier in tiers:
@@ -362,6 +404,10 @@ def validate_tiers(tiers, default_emulation: str) -> list[dict]:
         _choice(f"{where} role", tier.get("role"), TIERS)
         tier = {**tier, "emulation": tier.get("emulation", default_emulation)}
         _choice(f"{where} emulation", tier["emulation"], TIER_EMULATIONS)
+        formatted = tier["emulation"] != "none" or bool(tier.get("device") and tier.get("format"))
+        tier["filesystem"] = tier.get("filesystem", default_filesystem if formatted else None)
+        if tier["filesystem"] is not None:
+            _choice(f"{where} filesystem", tier["filesystem"], FILESYSTEMS)
         if tier["emulation"] == "none":
             if not tier.get("path") and not tier.get("device"):
                 raise StudyInputError(

@@ -6,16 +6,16 @@ from tierlab.errors import StudyInputError
 from tierlab.study_vars import buffer_pool_bytes, memory_limit_bytes, parse_bytes, validate, validate_dilation, validate_tiers
 
 
-def tierlab_study(values, fast_tier_bytes=None):
+def tierlab_study(values, fast_tier_bytes=None, tier_filesystems=None):
     try:
-        return validate(dict(values), fast_tier_bytes)
+        return validate(dict(values), fast_tier_bytes, tier_filesystems)
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 
 
-def tierlab_tiers(tiers, default_emulation):
+def tierlab_tiers(tiers, default_emulation, default_filesystem):
     try:
-        return validate_tiers(list(tiers), default_emulation)
+        return validate_tiers(list(tiers), default_emulation, default_filesystem)
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

@@ -24,13 +24,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 class Study:
-    def __init__(self, results_dir: Path):
+    """The playbooks run under a tierlab root of the tests' own, with ports of its own (another root, with its
+    own ports and settings, can be had beside it)."""
+
+    def __init__(self, results_dir: Path, root: str = TEST_ROOT, **settings):
         self.results_dir = results_dir
-        self.root = TEST_ROOT
+        self.root = root
+        self.settings = {"mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516, **settings}
 
     def playbook(self, name: str, *args: str, check: bool = True, **extra) -> subprocess.CompletedProcess:
-        variables = {"tierlab_root": TEST_ROOT, "results_dir": str(self.results_dir),
-                     "mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516,
+        variables = {"tierlab_root": self.root, "results_dir": str(self.results_dir), **self.settings,
                      "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
         cmd = [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,

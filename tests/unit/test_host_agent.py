@@ -17,9 +17,9 @@ def test_fiemap_agrees_with_filefrag(tmp_path):
     expected = []
     for m in re.finditer(r"^\s*\d+:\s+(\d+)\.\.\s*(\d+):\s+(\d+)\.\.\s*\d+:\s+(\d+):", output, re.MULTILINE):
         logical, _, physical, length = (int(x) for x in m.groups())
-        expected.append([logical * 4096, physical * 4096, length * 4096])
+        expected.append([logical * 4096, physical * 4096, length * 4096, length * 4096])
     assert file_extents(str(path)) == expected
-    assert sum(length for _, _, length in expected) == 64 * 16384
+    assert sum(length for _, _, length, _ in expected) == 64 * 16384
 
 
 def test_ftrace_dev_packs_major_and_minor_as_the_kernel_does():

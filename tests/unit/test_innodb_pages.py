@@ -39,9 +39,15 @@ def test_the_clustered_index_s_pages_and_unknown_indexes_join_the_table_s_object
 
 
 def test_byte_ranges_keep_the_parts_of_the_extents_they_cover():
-    # [logical, physical, length]: two extents of 64 KiB, far apart on the device
-    extents = [[0, 1 << 20, 65536], [65536, 8 << 20, 65536]]
+    # [logical, physical, length, stored]: two extents of 64 KiB, far apart on the device
+    extents = [[0, 1 << 20, 65536, 65536], [65536, 8 << 20, 65536, 65536]]
     assert restrict(extents, [[16384, 16384], [49152, 32768], [114688, 16384]]) == [
-        [16384, (1 << 20) + 16384, 16384],
-        [49152, (1 << 20) + 49152, 16384], [65536, 8 << 20, 16384],
-        [114688, (8 << 20) + 49152, 16384]]
+        [16384, (1 << 20) + 16384, 16384, 16384],
+        [49152, (1 << 20) + 49152, 16384, 16384], [65536, 8 << 20, 16384, 16384],
+        [114688, (8 << 20) + 49152, 16384, 16384]]
+
+
+def test_a_range_of_a_compressed_extent_holds_its_share_of_the_stored_bytes():
+    # 128 KiB of the file stored compressed in 32 KiB: a quarter of it is a quarter of those
+    extents = [[0, 1 << 20, 131072, 32768]]
+    assert restrict(extents, [[32768, 32768]]) == [[32768, (1 << 20) + 8192, 32768, 8192]]

@@ -171,9 +171,9 @@ def test_innodb_compresses_pages_larger_than_its_blocks_up_to_16k(page_size, com
 
 
 @pytest.mark.parametrize(("page_size", "compression", "why", "allowed"), [
-    ("32k", "zlib8", "InnoDB refuses ROW_FORMAT=COMPRESSED with pages larger than 16k", "none, page"),
-    ("8k", "zlib8", "its 8 KiB blocks would not be smaller than the pages", "none, zlib4, page"),
-    ("4k", "zlib4", "its 4 KiB blocks would not be smaller than the pages", "none, page"),
+    ("32k", "zlib8", "InnoDB refuses ROW_FORMAT=COMPRESSED with pages larger than 16k", "none, page, zstd"),
+    ("8k", "zlib8", "its 8 KiB blocks would not be smaller than the pages", "none, zlib4, page, zstd"),
+    ("4k", "zlib4", "its 4 KiB blocks would not be smaller than the pages", "none, page, zstd"),
 ])
 def test_a_compression_innodb_cannot_apply_to_the_page_size_is_refused_with_why(page_size, compression, why, allowed):
     with pytest.raises(StudyInputError) as err:
@@ -182,10 +182,48 @@ def test_a_compression_innodb_cannot_apply_to_the_page_size_is_refused_with_why(
                               f"allowed with page_size={page_size}: {allowed}")
 
 
-def test_compression_is_refused_for_postgresql():
+def test_innodb_s_compression_is_refused_for_postgresql():
     with pytest.raises(StudyInputError) as err:
         study(engine="postgresql", compression="zlib8")
-    assert str(err.value).startswith("compression='zlib8' means nothing for engine=postgresql")
+    assert str(err.value).startswith("compression='zlib8' is not allowed; allowed: none, zstd for engine=postgresql. "
+                                     "PostgreSQL compresses only values over 2 kB (TOAST)")
+
+
+BTRFS_TIERS = {"fast": "btrfs", "capacity": "btrfs"}
+
+
+@pytest.mark.parametrize("engine", ["mariadb", "mysql", "postgresql"])
+def test_every_engine_takes_the_file_system_s_compression_on_btrfs_tiers(engine):
+    result = validate({**DEFAULTS, "engine": engine, "compression": "zstd"}, None, BTRFS_TIERS)
+    assert (result["compression"], result["database"]) == ("zstd", "tpch_sf0_1_zstd")
+
+
+def test_with_the_file_system_s_compression_innodb_writes_through_the_page_cache():
+    assert validate({**DEFAULTS, "compression": "zstd"}, None, BTRFS_TIERS)["flush_method"] == "fsync"
+    assert validate({**DEFAULTS, "compression": "zstd", "flush_method": "O_DSYNC"}, None, BTRFS_TIERS)[
+        "flush_method"] == "O_DSYNC"
+
+
+def test_o_direct_is_refused_with_the_file_system_s_compression():
+    with pytest.raises(StudyInputError) as err:
+        validate({**DEFAULTS, "compression": "zstd", "flush_method": "O_DIRECT"}, None, BTRFS_TIERS)
+    assert str(err.value) == ("flush_method='O_DIRECT' cannot be used with compression='zstd': btrfs writes O_DIRECT "
+                              "writes uncompressed; allowed with it: fsync, O_DSYNC (fsync when flush_method is left "
+                              "unset)")
+
+
+def test_the_file_system_s_compression_is_refused_where_a_tier_is_not_btrfs():
+    with pytest.raises(StudyInputError) as err:
+        validate({**DEFAULTS, "compression": "zstd"}, None, {"fast": "btrfs", "capacity": "ext4"})
+    assert str(err.value) == (
+        "compression='zstd' is btrfs's, on the database's directories of every tier, but the capacity tier's is "
+        "ext4; set tiers_filesystem=btrfs (or the tiers' own 'filesystem: btrfs') on a tierlab_root whose tiers "
+        "are not made yet, or choose another compression")
+
+
+def test_a_mounted_tier_must_declare_btrfs_for_the_file_system_s_compression():
+    with pytest.raises(StudyInputError, match="the fast tier's is not declared"):
+        validate({**DEFAULTS, "compression": "zstd"}, None, {"fast": None, "capacity": "btrfs"})
 
 
 def sysbench(**changes):

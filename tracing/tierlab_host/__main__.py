@@ -27,6 +27,8 @@ def main() -> None:
     move.add_argument("spec_file")
     prepare = sub.add_parser("sysbench-prepare", help="create and fill sysbench's tables with its own prepare")
     prepare.add_argument("spec_file")
+    compress = sub.add_parser("database-compress", help="have the file system compress a database's files")
+    compress.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
@@ -41,7 +43,7 @@ def main() -> None:
             teardown.main()
         elif args.command == "chroot-mount":
             chroot.main(args.root, args.paths)
-        elif args.command in ("engine-start", "engine-stop", "layout-apply", "sysbench-prepare"):
+        elif args.command in ("engine-start", "engine-stop", "layout-apply", "sysbench-prepare", "database-compress"):
             engine_commands.main(args.command, args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)

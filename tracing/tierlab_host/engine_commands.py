@@ -1,17 +1,20 @@
-"""The engine commands the roles run: start or stop a server, move objects between tiers, and fill
-sysbench's tables.
+"""The engine commands the roles run: start or stop a server, move objects between tiers, fill
+sysbench's tables, and have the file system compress a database.
 
 engine-start and engine-stop take the engine's spec; layout-apply takes
 {engine: spec, database, placement: {table: tier role}} and moves what the
 placement changes (the engine decides how: offline for InnoDB files, ALTER ...
 SET TABLESPACE for PostgreSQL), with each move's time; sysbench-prepare takes
-{engine: spec, database, tables, table_size, threads, target, table_options}.
+{engine: spec, database, tables, table_size, threads, target, table_options};
+database-compress takes {engine: spec, database, compression, step}: step
+`dirs` sets the compression on the database's directory on every tier, before
+its files are made; `files` rewrites them compressed once they are filled.
 """
 
 import json
 from pathlib import Path
 
-from . import sysbench
+from . import fs_compression, sysbench
 from .engines import engine
 
 
@@ -26,6 +29,12 @@ def main(command: str, spec_file: str) -> None:
         db.start()
         if command == "sysbench-prepare":
             result = sysbench.prepare(db, spec)
+        elif command == "database-compress" and spec["step"] == "dirs":
+            dirs = fs_compression.compress_dirs(db.database_dirs(spec["database"]), db.user, spec["compression"])
+            result = {"changed": True, "dirs": dirs}
+        elif command == "database-compress":
+            dirs = fs_compression.compress_files(db.database_dirs(spec["database"]), spec["compression"])
+            result = {"changed": True, "dirs": dirs}
         else:
             moves = db.move(spec["database"], spec["placement"])
             result = {"changed": bool(moves), "moves": moves}

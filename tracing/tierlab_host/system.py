@@ -24,10 +24,36 @@ def run(cmd: list[str], timeout_s: float = 600, check: bool = True) -> subproces
     return done
 
 
+def mount_facts(path: str | Path) -> tuple[str, str]:
+    """(file system type, mount source) of the file system holding path: the mountinfo entry of the
+    longest mount point above it (by path, since btrfs gives each subvolume a device number of its own)."""
+    target = os.path.realpath(path)
+    found = None
+    with open("/proc/self/mountinfo") as mounts:
+        for line in mounts:
+            fields = line.split()
+            point = fields[4].replace("\\040", " ")
+            inside = target == point or target.startswith(point.rstrip("/") + "/")
+            if inside and (found is None or len(point) >= len(found[0])):
+                separator = fields.index("-")
+                found = (point, fields[separator + 1], fields[separator + 2])
+    if found is None:
+        raise HostError(f"{path}: no mount above it in /proc/self/mountinfo")
+    return found[1], found[2]
+
+
 def device_of_path(path: str | Path) -> str:
     """The block device number 'major:minor' of the file system holding path."""
     st = os.stat(path)
-    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if os.major(st.st_dev) != 0:
+        return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    # btrfs gives its files an anonymous device number (0:N), which block traces never name: the device is
+    # the mount's source
+    source = mount_facts(path)[1]
+    if not source.startswith("/dev/"):
+        raise HostError(f"{path}: its file system ({source}) is not on a block device; tiers must be")
+    rdev = os.stat(source).st_rdev
+    return f"{os.major(rdev)}:{os.minor(rdev)}"
 
 
 def queue_dir(device: str) -> Path:

@@ -3,7 +3,7 @@
 A tier spec (one JSON object per tier, from the Ansible tiers role):
   name, role (fast|capacity), path (mount point),
   emulation: "model"    (a sparse image served by tierlab-emu with a device
-                         model, under a loop device, formatted ext4),
+                         model, under a loop device),
              "throttle" (a sparse image on a loop device, with an optional
                          cgroup blkio throttle),
              "none"     (a real mount point, or a real device to format),
@@ -12,6 +12,8 @@ A tier spec (one JSON object per tier, from the Ansible tiers role):
   dilation ("auto" or a number; the same on every model tier)   (model)
   throttle: {read_iops, write_iops, read_bps, write_bps}   (throttle)
   device, format               (none only: a device to format and mount)
+  filesystem: "ext4" or "btrfs", what tierlab makes on what it formats; a
+              mounted path's is checked against it, unless it is null
   read_ahead_kb                (optional)
 """
 
@@ -57,20 +59,38 @@ def _ensure_dir(path: Path, changes: list[str]) -> None:
         changes.append(f"created {directory}")
 
 
-def _ensure_fs(block_device: str, changes: list[str]) -> None:
+# lazy init would make ext4lazyinit write in the background and pollute traces
+# btrfs would discard freed blocks in the background where the device can (loop devices can)
+MOUNT_OPTIONS = {"ext4": "noatime", "btrfs": "noatime,nodiscard"}
+MKFS = {"ext4": ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
+        "btrfs": ["mkfs.btrfs", "-q", "-f"]}
+
+
+def _ensure_fs(spec: dict, block_device: str, changes: list[str]) -> None:
     fs = run(["blkid", "-o", "value", "-s", "TYPE", block_device], check=False).stdout.strip()
-    if fs:
-        return
-    # lazy init would make ext4lazyinit write in the background and pollute traces
-    run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", block_device])
-    changes.append(f"formatted {block_device} as ext4")
+    if not fs:
+        run([*MKFS[spec["filesystem"]], block_device])
+        changes.append(f"formatted {block_device} as {spec['filesystem']}")
+    elif fs != spec["filesystem"]:
+        raise HostError(
+            f"tier {spec['name']}: {block_device} holds {fs}, but the inventory asks for {spec['filesystem']}; "
+            "tear the tiers down first (ansible-playbook playbooks/teardown.yml -e purge=true), "
+            "or give this study a tierlab_root of its own")
 
 
-def _ensure_mount(block_device: str, path: Path, changes: list[str]) -> None:
+def _check_mounted_fs(spec: dict) -> None:
+    fs = run(["findmnt", "-n", "-o", "FSTYPE", "--target", spec["path"]]).stdout.strip()
+    if spec.get("filesystem") and fs != spec["filesystem"]:
+        raise HostError(f"tier {spec['name']}: {spec['path']} is on {fs}, but the inventory says filesystem: "
+                        f"{spec['filesystem']}; mount a {spec['filesystem']} file system there, or correct the inventory")
+
+
+def _ensure_mount(spec: dict, block_device: str, path: Path, changes: list[str]) -> None:
     _ensure_dir(path, changes)
     if mounted(path):
         return
-    run(["mount", "-o", "noatime", block_device, str(path)])
+    # a device of a file system the inventory does not name is mounted with noatime only
+    run(["mount", "-o", MOUNT_OPTIONS.get(spec["filesystem"], "noatime"), block_device, str(path)])
     record.add("mount", path=str(path))
     changes.append(f"mounted {block_device} on {path}")
 
@@ -104,13 +124,14 @@ def _up_real(spec: dict, changes: list[str]) -> str | None:
         if not Path(device).exists():
             raise HostError(f"tier {spec['name']}: device {device} does not exist on this host")
         if spec.get("format"):
-            _ensure_fs(device, changes)
-        _ensure_mount(device, path, changes)
+            _ensure_fs(spec, device, changes)
+        _ensure_mount(spec, device, path, changes)
     elif not path.is_dir():
         raise HostError(
             f"tier {spec['name']}: path {path} does not exist on this host; "
             "mount the tier's file system there, or give 'device' (and 'format: true') to let tierlab mount it"
         )
+    _check_mounted_fs(spec)
     return device
 
 
@@ -150,8 +171,8 @@ def up(specs: list[dict]) -> dict:
             block_device = _up_real(spec, changes)
         else:
             block_device = attached[spec["name"]][0]
-            _ensure_fs(block_device, changes)
-            _ensure_mount(block_device, Path(spec["path"]), changes)
+            _ensure_fs(spec, block_device, changes)
+            _ensure_mount(spec, block_device, Path(spec["path"]), changes)
         device = device_of_path(spec["path"])
         if spec.get("read_ahead_kb"):
             set_knob(queue_dir(device) / "read_ahead_kb", int(spec["read_ahead_kb"]), changes)

@@ -6,7 +6,9 @@ and is_timeout, which the query loop runs through; rows (a query's rows);
 facts (version, settings read back); counters (the engine's I/O counters, as
 integers, for per-query deltas); plan (the plan of a statement just run);
 object_files (every file of every object of the workload's tables, with its
-offset in the object); move (objects to the tier a placement gives them);
+offset in the object); database_dirs (the directory on each tier where a
+database's files are made) and user (who owns them); move (objects to the
+tier a placement gives them);
 sysbench_options (the options and environment that let sysbench reach the
 server, and place the tables its prepare creates).
 """

@@ -49,6 +49,7 @@ class MysqlFamily:
         self.spec = spec
         self.name = spec["name"]
         self.prefix = ["chroot", spec["chroot"]] if spec.get("chroot") else []
+        self.user = "mysql"
 
     # `mysql` and `mysqladmin` are MySQL's clients and MariaDB's compatibility names for its own
     def client_command(self, database: str | None = None) -> list[str]:
@@ -144,6 +145,10 @@ class MysqlFamily:
                 files.append({"object": name, "kind": "table" if name == table else "index", "table": table,
                               "path": path, "offset_bytes": 0, "ranges": ranges})
         return files
+
+    def database_dirs(self, database: str) -> list[Path]:
+        """InnoDB makes a table's file under its DATA DIRECTORY, in a directory named after its database."""
+        return [Path(directory) / database for directory in self.spec["tier_dirs"].values()]
 
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move tables whose tier changes, offline: MariaDB ignores ALTER TABLE ... DATA DIRECTORY, so

@@ -35,6 +35,7 @@ class Postgresql:
     def __init__(self, spec: dict):
         self.spec = spec
         self.name = spec["name"]
+        self.user = "postgres"
 
     def _conninfo(self, database: str) -> str:
         return (f"host={self.spec['socket_dir']} port={self.spec['port']} user=postgres dbname={database} "
@@ -175,6 +176,17 @@ class Postgresql:
                          "LEFT JOIN pg_tablespace s ON s.oid = c.reltablespace "
                          "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i') "
                          "ORDER BY 3, 2 DESC, 1", database)
+
+    def database_dirs(self, database: str) -> list[Path]:
+        """A tablespace keeps each database's files in <location>/PG_<major>_<catalog version>/<database oid>,
+        made when the database's first relation there is."""
+        ((oid,),) = self.rows(f"SELECT oid FROM pg_database WHERE datname = '{database}'")
+        names = ", ".join(f"'{name}'" for name in self.spec["tablespaces"].values())
+        dirs = []
+        for (location,) in self.rows(f"SELECT pg_tablespace_location(oid) FROM pg_tablespace WHERE spcname IN ({names})"):
+            (version_dir,) = Path(location).glob("PG_*")
+            dirs.append(version_dir / oid)
+        return dirs
 
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move each table (with its TOAST) and each of its indexes whose tier changes, online:
