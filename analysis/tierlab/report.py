@@ -161,7 +161,16 @@ def _tier_label(tier: dict) -> str:
         how = f"emulated, device model {tier['profile']['name']}"
     else:
         how = "emulated" + (f", throttle {tier['throttle']}" if tier.get("throttle") else "")
-    return f"{tier['name']} ({tier['role']}, {how})"
+    return f"{tier['name']} ({tier['role']}, {how}, {tier.get('fs') or 'file system unknown'})"
+
+
+def _stored_label(layout: dict) -> str:
+    """The bytes the tables' files hold on the devices against their size (what a compression saved)."""
+    tables = layout.get("tables", {}).values()
+    if not tables or any(t.get("stored_bytes") is None or t.get("size_bytes") is None for t in tables):
+        return "not mapped"
+    stored, size = sum(t["stored_bytes"] for t in tables), sum(t["size_bytes"] for t in tables)
+    return f"{stored / 2**20:.1f} MiB stored for {size / 2**20:.1f} MiB of files ({100 * stored / size:.0f}%)"
 
 
 def _workload_label(workload: dict) -> str:
@@ -184,6 +193,7 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
         ("workload", _workload_label(workload)),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
         ("compression", (manifest.get("load") or {}).get("compression") or "none"),
+        ("data on the devices", _stored_label(manifest.get("layout", {}))),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),
         ("modelled time dilated", f"{dilation:g}x" if dilation else "no"),
         ("tiers' fidelity", ((manifest.get("tiers_check") or {}).get("fidelity") or {}).get("verdict") or "not checked"),

@@ -13,7 +13,7 @@ from conftest import Study, assert_torn_down
 
 BTRFS_ROOT = "/var/lib/tierlab-btrfs"
 BTRFS_SETTINGS = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "tiers_check_runtime_s": 0.5,
-                  "mysql_port_base": {"mariadb": 3700, "mysql": 3750}, "postgresql_port": 3790}
+                  "mysql_port_base": {"mariadb": 4100, "mysql": 4150}, "postgresql_port": 4190}
 
 
 @pytest.fixture(scope="module")
