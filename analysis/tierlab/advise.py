@@ -11,7 +11,9 @@ for each step (a sysbench test, or a query workload as a whole):
 - page_size, compression, threads: the best value, and each value against it;
 - buffer_pool: the knee, the smallest buffer pool whose figure is within KNEE_SHARE of the best one's;
 - compression: each mode's cost (or gain) against none, and the bytes of the data it stored;
-- threads: where scaling stops, the first count after which the next adds less than SCALING_SHARE.
+- threads: where scaling stops, the first count after which the next adds less than SCALING_SHARE;
+- and any run variable outside the matrix whose value differs between the setting's values (a compression
+  that sets the flush method, say), so that a statement never credits the setting with what that did.
 
 The functions here are pure: the runs' figures come in as a frame (run_io.run_figures).
 """
@@ -19,7 +21,7 @@ The functions here are pure: the runs' figures come in as a frame (run_io.run_fi
 import numpy as np
 import pandas as pd
 
-from .study_vars import COMPRESSIONS, PAGE_SIZES
+from .study_vars import COMPRESSIONS, PAGE_SIZES, RUN_VARIABLES
 
 SETTINGS = ("page_size", "buffer_pool", "compression", "threads")
 # a buffer pool whose figure is within this share of the best is big enough
@@ -27,7 +29,7 @@ KNEE_SHARE = 0.10
 # more threads that add less than this share of throughput no longer scale
 SCALING_SHARE = 0.10
 ADVICE_COLUMNS = ["setting", "context", "step", "value", "figure", "unit", "spread_pct", "repetitions",
-                  "against_best_pct", "data_bytes", "buffer_pool_bytes", "verdict", "runs"]
+                  "against_best_pct", "data_bytes", "buffer_pool_bytes", "verdict", "runs", "also_differs"]
 
 
 def _order(setting: str, per_value: pd.DataFrame) -> pd.Series:
@@ -66,10 +68,21 @@ def _verdicts(setting: str, figure: np.ndarray, best: int, higher: bool) -> list
     return verdicts
 
 
+def _also_differs(group: pd.DataFrame, setting: str, matrix: list[str]) -> str:
+    """The run variables outside the matrix whose values differ between the setting's values, each with
+    its value per setting value: 'flush_method (none: O_DIRECT, zstd: fsync)'."""
+    per_value = group.groupby(setting, sort=False)["run_settings"].first()
+    names = [name for name in RUN_VARIABLES if name not in matrix
+             and len({str(settings.get(name)) for settings in per_value}) > 1]
+    return "; ".join(f"{name} ({', '.join(f'{value}: {settings.get(name)}' for value, settings in per_value.items())})"
+                     for name in names)
+
+
 def advise(study: dict, figures: pd.DataFrame) -> pd.DataFrame:
     """One row per setting the study varies, combination of its other matrix variables (context), step and
     value of the setting. figures: a row per ok run and step with the run's matrix variables, `run`,
-    `step`, `figure`, `unit`, `higher_is_better`, `data_bytes` and `buffer_pool_bytes`."""
+    `step`, `figure`, `unit`, `higher_is_better`, `data_bytes`, `buffer_pool_bytes` and `run_settings`
+    (the run's validated variables)."""
     matrix = list(study["matrix"])
     rows = []
     for setting in (s for s in SETTINGS if s in matrix):
@@ -90,13 +103,14 @@ def advise(study: dict, figures: pd.DataFrame) -> pd.DataFrame:
             best_at = _better(figure, higher)
             best = figure[best_at]
             verdicts = _verdicts(setting, figure, best_at, higher)
+            also = _also_differs(group, setting, matrix)
             for row, verdict in zip(per_value.itertuples(index=False), verdicts, strict=True):
                 rows.append({"setting": setting, "context": context, "step": key[-1], "value": row.value,
                              "figure": row.figure, "unit": group["unit"].iloc[0],
                              "spread_pct": 100.0 * (row.high - row.low) / row.figure if row.figure else np.nan,
                              "repetitions": row.repetitions, "against_best_pct": _against(row.figure, best, higher),
                              "data_bytes": row.data_bytes, "buffer_pool_bytes": row.buffer_pool_bytes,
-                             "verdict": verdict, "runs": row.runs})
+                             "verdict": verdict, "runs": row.runs, "also_differs": also})
     return pd.DataFrame(rows, columns=ADVICE_COLUMNS)
 
 
@@ -136,6 +150,9 @@ def statements(advice: pd.DataFrame) -> list[str]:
             sizes = ", ".join(f"{r.value} {r.data_bytes / 2**20:.1f} MiB" for r in group.itertuples()
                               if pd.notna(r.data_bytes))
             text += f". Data stored: {sizes}" if sizes else ""
+        if best.also_differs:
+            text += (f". The runs differ also in {best.also_differs}, so the difference is not the {setting}'s "
+                     "alone")
         text += f". Evidence: {'; '.join(f'{r.value}: {r.runs}' for r in group.itertuples())}."
         lines.append(text)
     return lines

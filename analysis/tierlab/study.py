@@ -353,7 +353,9 @@ def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     variable that ran it fastest (median over repetitions), and the default value's figure beside it (did
     the engine's own choice, join_plan=optimizer say, or the default setting, win?). side: compare.csv
     (query, run, elapsed_s; and tps, by which a timed workload's tests are judged: the most is the best)."""
-    compared, groups = list(study["matrix"])[-1], list(study["matrix"])[:-1]
+    compared = list(study["matrix"])[-1]
+    # every run names its engine (the matrix's or the default), which is a group of its own unless it is compared
+    groups = [v for v in dict.fromkeys(["engine", *study["matrix"]]) if v != compared]
     runs = pd.DataFrame([{**{k: p["variables"][k] for k in study["matrix"]}, "engine": p["variables"].get(
         "engine", str(_defaults()["engine"])), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
     if runs.empty:
@@ -361,15 +363,16 @@ def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     by_tps = "tps" in side.columns
     figure, unit = ("tps", "tps") if by_tps else ("elapsed_s", "s")
     figures = side[["query", "run", figure]].merge(runs, on="run")
-    figures = figures.groupby(["query", "engine", *groups, compared], sort=False)[figure].median().reset_index()
+    figures = figures.groupby(["query", *groups, compared], sort=False)[figure].median().reset_index()
     rows = []
-    for key, group in figures.groupby(["query", "engine", *groups], sort=False):
+    for key, group in figures.groupby(["query", *groups], sort=False):
         best = group.loc[group[figure].idxmax() if by_tps else group[figure].idxmin()]
-        default = default_value(compared, key[1])
+        named = dict(zip(["query", *groups], key, strict=True))
+        default = default_value(compared, named.get("engine", str(_defaults()["engine"])))
         at_default = group.loc[group[compared] == default, figure]
         default_figure = float(at_default.iloc[0]) if len(at_default) else float("nan")
         slower, faster = (default_figure, best[figure]) if not by_tps else (best[figure], default_figure)
-        rows.append({**dict(zip(["query", "engine", *groups], key, strict=True)),
+        rows.append({**named,
                      f"fastest {compared}": best[compared], f"fastest_{unit}": best[figure],
                      f"default {compared}": default, f"default_{unit}": default_figure,
                      "default_over_fastest": slower / faster if faster > 0 else float("nan")})

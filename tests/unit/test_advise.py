@@ -5,15 +5,17 @@ from tierlab.advise import advise, statements
 
 
 def figures(setting: str, values: dict, higher: bool = True, unit: str = "transactions/s", step: str = "oltp_read_write",
-            context: dict | None = None, data_bytes: dict | None = None):
-    """A figures frame as run_figures gives it, one run per value (the values' figures: a list per repetition)."""
+            context: dict | None = None, data_bytes: dict | None = None, settings: dict | None = None):
+    """A figures frame as advise is given it, one run per value (the values' figures: a list per repetition;
+    settings: each value's runs' variables besides the setting, as their manifests have them)."""
     rows = []
     for value, measured in values.items():
         for repetition, figure in enumerate(measured if isinstance(measured, list) else [measured], 1):
             rows.append({setting: value, **(context or {}), "run": f"run-{value}-{repetition}", "step": step,
                          "figure": figure, "unit": unit, "higher_is_better": higher,
                          "data_bytes": (data_bytes or {}).get(value, float("nan")),
-                         "buffer_pool_bytes": int(value[:-1]) << 20 if setting == "buffer_pool" else 0})
+                         "buffer_pool_bytes": int(value[:-1]) << 20 if setting == "buffer_pool" else 0,
+                         "run_settings": {setting: value, "engine": "mariadb", **(settings or {}).get(value, {})}})
     return pd.DataFrame(rows)
 
 
@@ -85,3 +87,13 @@ def test_a_buffer_pool_statement_names_the_knee():
 def test_a_value_within_half_a_percent_of_the_best_is_as_good():
     (line,) = statements(advise(study("page_size"), figures("page_size", {"8k": 1000.0, "16k": 998.0})))
     assert "8k is best, 1000 transactions/s, one repetition; 16k as good." in line
+
+
+def test_a_statement_names_the_variables_its_runs_differ_in_besides_the_setting():
+    frame = figures("compression", {"none": 39.0, "zstd": 5.6}, higher=False, unit="s", step="all queries",
+                    settings={"none": {"flush_method": "O_DIRECT"}, "zstd": {"flush_method": "fsync"}})
+    advice = advise(study("compression"), frame)
+    assert set(advice["also_differs"]) == {"flush_method (none: O_DIRECT, zstd: fsync)"}
+    (line,) = statements(advice)
+    assert ("zstd is best, 5.6 s, one repetition; none 596% worse. The runs differ also in flush_method (none: "
+            "O_DIRECT, zstd: fsync), so the difference is not the compression's alone. Evidence:") in line

@@ -136,3 +136,27 @@ def test_fastest_judges_sysbench_tests_by_the_most_transactions_per_second(tmp_p
     assert fastest(study, record, side).to_dict("records") == [
         {"query": "oltp_read_write", "engine": "mariadb", "layout": "None", "fastest threads": "16", "fastest_tps": 800.0,
          "default threads": "4", "default_tps": 500.0, "default_over_fastest": 1.6}]
+
+
+def test_fastest_keeps_each_engine_apart_when_the_matrix_varies_it(tmp_path):
+    spec = study_file(tmp_path, "name: fs\nworkload: tpch\nvariables:\n  layout: None\n"
+                                "matrix:\n  engine: [mariadb, postgresql]\n  compression: [none, zstd]\n")
+    study = read_study(spec)
+    record = {"points": [{**point, "status": "ok", "run_id": f"run{point['point']}"} for point in points(study)]}
+    seconds = {"run1": 2.0, "run2": 1.5, "run3": 0.5, "run4": 0.6}
+    side = pd.DataFrame({"query": "q01", "run": list(seconds), "elapsed_s": list(seconds.values())})
+    assert fastest(study, record, side).to_dict("records") == [
+        {"query": "q01", "engine": "mariadb", "fastest compression": "zstd", "fastest_s": 1.5,
+         "default compression": "none", "default_s": 2.0, "default_over_fastest": pytest.approx(4 / 3)},
+        {"query": "q01", "engine": "postgresql", "fastest compression": "none", "fastest_s": 0.5,
+         "default compression": "none", "default_s": 0.5, "default_over_fastest": 1.0}]
+
+
+def test_fastest_can_compare_the_engines_themselves(tmp_path):
+    spec = study_file(tmp_path, "name: engines\nworkload: tpch\nmatrix:\n  engine: [mariadb, postgresql]\n")
+    study = read_study(spec)
+    record = {"points": [{**point, "status": "ok", "run_id": f"run{point['point']}"} for point in points(study)]}
+    side = pd.DataFrame({"query": "q01", "run": ["run1", "run2"], "elapsed_s": [2.0, 0.5]})
+    assert fastest(study, record, side).to_dict("records") == [
+        {"query": "q01", "fastest engine": "postgresql", "fastest_s": 0.5, "default engine": "mariadb",
+         "default_s": 2.0, "default_over_fastest": 4.0}]
