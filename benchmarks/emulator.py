@@ -44,7 +44,7 @@ def agent(*args: str) -> str:
 def tier_specs() -> list[dict]:
     """One modelled tier per profile: optane the fast one, the others capacity tiers."""
     return [{"name": name, "role": "fast" if name == "optane" else "capacity", "emulation": "model",
-             "path": str(BENCH_ROOT / "tiers" / name), "image": str(BENCH_ROOT / "images" / f"{name}.img"),
+             "filesystem": "ext4", "path": str(BENCH_ROOT / "tiers" / name), "image": str(BENCH_ROOT / "images" / f"{name}.img"),
              "size_bytes": DEVICE_BYTES, "profile_file": str(ROOT / "emulator" / "profiles" / f"{name}.toml"),
              "emulator": str(ROOT / "emulator" / "tierlab-emu"), "emulator_mountpoint": str(BENCH_ROOT / "mnt" / name),
              "dilation": "auto", "read_ahead_kb": None, "throttle": {}}

@@ -87,7 +87,8 @@ def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardow
     """A tier of its own under its own root: kill or stop its emulator, check, tear down."""
     root = tmp_path / "root"
     subprocess.run(["make", "-s", "-C", str(ROOT / "emulator")], check=True)
-    spec = [{"name": "doomed", "role": "capacity", "emulation": "model", "path": str(root / "tiers" / "doomed"),
+    spec = [{"name": "doomed", "role": "capacity", "emulation": "model", "filesystem": "ext4",
+             "path": str(root / "tiers" / "doomed"),
              "image": str(root / "images" / "doomed.img"), "size_bytes": 256 << 20,
              "profile_file": str(ROOT / "emulator" / "profiles" / "passthrough.toml"),
              "emulator": str(ROOT / "emulator" / "tierlab-emu"), "emulator_mountpoint": str(root / "mnt" / "doomed"),
