@@ -115,14 +115,6 @@ def _study(args) -> None:
                  f"run them with: tierlab study --resume {study_dir}")
 
 
-def _point_figures(study_dir: Path, study: dict, point: dict) -> pd.DataFrame:
-    """A study point's figures (run_figures) with its run, its matrix variables and all its run's settings."""
-    run_dir = study_dir / point["run_id"]
-    frame = run_figures(run_dir)
-    frame["run_settings"] = [read_manifest(run_dir)["study"]] * len(frame)
-    return frame.assign(run=point["run_id"], **{name: point["variables"][name] for name in study["matrix"]})
-
-
 def _advise(args) -> None:
     from .advise import SETTINGS, advise, statements
     from .report import write_advice_report
@@ -138,7 +130,9 @@ def _advise(args) -> None:
     if not ok:
         raise StudyInputError(f"{study_dir}: no point has an ok run yet; resume the study (tierlab study --resume "
                               f"{study_dir})")
-    figures = pd.concat([_point_figures(study_dir, study, point) for point in ok], ignore_index=True)
+    figures = pd.concat([run_figures(study_dir / point["run_id"]).assign(
+        run=point["run_id"], **{name: point["variables"][name] for name in study["matrix"]}) for point in ok],
+        ignore_index=True)
     advice = advise(study, figures)
     out = Path(args.out) if args.out else study_dir / "advice"
     out.mkdir(parents=True, exist_ok=True)

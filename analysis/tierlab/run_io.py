@@ -395,12 +395,13 @@ def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
 def run_figures(run_dir: Path) -> pd.DataFrame:
     """The figures a study compares runs by, one row per step: a timed workload's transactions per second per
     test (tables/throughput.csv), or a query workload's time, the sum of its queries' median elapsed seconds
-    (NaN where a query has no ok try); with the bytes its data holds on the devices and its buffer pool bytes."""
+    (NaN where a query has no ok try); with the bytes its data holds on the devices, its buffer pool bytes and
+    all its settings (run_settings: the manifest's validated study)."""
     manifest = read_manifest(run_dir)
     study = manifest["study"]
     sizes = [table.get("stored_bytes") for table in manifest["layout"]["tables"].values()]
     context = {"data_bytes": sum(sizes) if sizes and None not in sizes else np.nan,
-               "buffer_pool_bytes": buffer_pool_bytes(study)}
+               "buffer_pool_bytes": buffer_pool_bytes(study), "run_settings": study}
     if (run_dir / "tables" / "throughput.csv").exists():
         totals = read_table(run_dir, "throughput").groupby("query")["tps"].median()
         return pd.DataFrame([{"step": step, "figure": tps, "unit": "transactions/s", "higher_is_better": True,

@@ -3,6 +3,7 @@
 What an engine preallocates (InnoDB extends its files with fallocate) btrfs writes in place, uncompressed, so
 once the database is filled its files are rewritten compressed (defragmented with compression)."""
 
+import shutil
 from pathlib import Path
 
 from .system import HostError, mount_facts, run
@@ -20,7 +21,7 @@ def compress_dirs(dirs: list[Path], user: str, compression: str) -> list[dict]:
             raise HostError(f"{directory.parent} is on {filesystem}: compression={compression} needs "
                             f"{FILESYSTEMS[compression]} tiers (tiers_filesystem={FILESYSTEMS[compression]})")
         directory.mkdir(mode=0o700, exist_ok=True)
-        run(["chown", f"{user}:{user}", str(directory)])
+        shutil.chown(directory, user, user)
         run(["btrfs", "property", "set", str(directory), "compression", compression])
         done.append({"dir": str(directory), "compression": compression})
     return done

@@ -22,7 +22,18 @@ import os
 from pathlib import Path
 
 from . import emulator, record
-from .system import HostError, device_model, device_name, device_of_path, ensure_cgroup, mounted, queue_dir, run, set_knob
+from .system import (
+    HostError,
+    device_model,
+    device_name,
+    device_of_path,
+    ensure_cgroup,
+    mount_facts,
+    mounted,
+    queue_dir,
+    run,
+    set_knob,
+)
 
 BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
 # one throttle group per tierlab root (/var/lib/tierlab -> "tierlab"), so a test root never shares one
@@ -59,9 +70,9 @@ def _ensure_dir(path: Path, changes: list[str]) -> None:
         changes.append(f"created {directory}")
 
 
-# lazy init would make ext4lazyinit write in the background and pollute traces
 # btrfs would discard freed blocks in the background where the device can (loop devices can)
 MOUNT_OPTIONS = {"ext4": "noatime", "btrfs": "noatime,nodiscard"}
+# lazy init would make ext4lazyinit write in the background and pollute traces
 MKFS = {"ext4": ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
         "btrfs": ["mkfs.btrfs", "-q", "-f"]}
 
@@ -79,7 +90,7 @@ def _ensure_fs(spec: dict, block_device: str, changes: list[str]) -> None:
 
 
 def _check_mounted_fs(spec: dict) -> None:
-    fs = run(["findmnt", "-n", "-o", "FSTYPE", "--target", spec["path"]]).stdout.strip()
+    fs = mount_facts(spec["path"])[0]
     if spec.get("filesystem") and fs != spec["filesystem"]:
         raise HostError(f"tier {spec['name']}: {spec['path']} is on {fs}, but the inventory says filesystem: "
                         f"{spec['filesystem']}; mount a {spec['filesystem']} file system there, or correct the inventory")
@@ -188,7 +199,7 @@ def up(specs: list[dict]) -> dict:
             "device_name": device_name(device),
             "block_device": block_device or f"/dev/{device_name(device)}",
             "model": device_model(device),
-            "fs": run(["findmnt", "-n", "-o", "FSTYPE", "--target", spec["path"]]).stdout.strip(),
+            "fs": mount_facts(spec["path"])[0],
             "emulated": spec["emulation"] != "none",
             "emulation": spec["emulation"],
             "backing_image": spec.get("image"),
