@@ -6,7 +6,9 @@ LAYOUT ?= C+O
 SF ?= 0.1
 QUERIES ?= all
 ENGINE ?= mariadb
-APT_PACKAGES := python3 python3-venv python3-pip
+# gcc: the device model's library, which tierlab's cost model loads (emulator/libtierlab-model.so)
+APT_PACKAGES := python3 python3-venv python3-pip gcc make
+MODEL_LIBRARY := emulator/libtierlab-model.so
 # the tests also read traces with blkparse, render reports in headless Chromium
 # build the device emulator (tierlab-emu) to run its model, and make btrfs file systems
 TEST_APT_PACKAGES := blktrace chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs
@@ -15,7 +17,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: setup tpch tiers teardown test unit integration lint
 
-setup: $(STAMP)
+setup: $(STAMP) $(MODEL_LIBRARY)
 
 $(STAMP): pyproject.toml
 	if command -v apt-get >/dev/null && ! dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
@@ -24,6 +26,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[study,test]'
 	touch $(STAMP)
+
+$(MODEL_LIBRARY): $(STAMP) emulator/Makefile $(wildcard emulator/src/*)
+	$(MAKE) -C emulator libtierlab-model.so
 
 tpch: setup
 	$(BIN)/ansible-playbook playbooks/tpch.yml -e layout=$(LAYOUT) -e scale_factor=$(SF) -e queries=$(QUERIES) -e engine=$(ENGINE)

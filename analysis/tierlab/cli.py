@@ -201,13 +201,17 @@ def _recommend_runs(run_dirs: list[str]) -> list[tuple[Path, dict]]:
     return runs
 
 
-def _window(run_dir: Path, m: dict, row: dict) -> tuple[pd.DataFrame, dict[str, str], float]:
-    """A traced query's requests with each object named by its table (`other` for none), the tiers' roles by
-    name, and the run's dilation."""
+def _window(run_dir: Path, m: dict, row: dict) -> cost_model.Window:
+    """A traced query's requests as the cost model takes them, each object named by its table (`other` for
+    none), with the tiers' roles and the run's dilation."""
     object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
     requests = read_requests(run_dir, row["query"], int(row["try"]))
-    requests["object"] = requests["object"].map(object_table).fillna(cost_model.OTHER)
-    return requests, {t["name"]: t["role"] for t in m["tiers"]}, tiers_dilation(m["tiers"]) or 1.0
+    # each object (and a request of none) named by its table, as categories: a window has millions of requests
+    codes, objects = pd.factorize(requests["object"])
+    tables = pd.Index([object_table.get(o, cost_model.OTHER) for o in objects] + [cost_model.OTHER])
+    names = tables.unique()
+    requests["object"] = pd.Categorical.from_codes(names.get_indexer(tables)[codes], categories=names)
+    return cost_model.Window.of(requests, {t["name"]: t["role"] for t in m["tiers"]}, tiers_dilation(m["tiers"]) or 1.0)
 
 
 def _recommend(args) -> None:
@@ -232,11 +236,10 @@ def _recommend(args) -> None:
         show, queries = _progress(), []
         for number, (run_dir, m, row) in enumerate(traced, 1):
             show(number, len(traced), f"{row['query']} to cost its layouts")
-            requests, roles, dilation = _window(run_dir, m, row)
             placement = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
             queries.append(recommend.TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
                                                  row["io_time_s"], placement,
-                                                 cost_model.layout_costs(requests, roles, profiles, dilation)))
+                                                 cost_model.layout_costs(_window(run_dir, m, row), profiles)))
         predicted = recommend.predict_layouts(queries, recommend.all_layouts(table_bytes), workload)
         curve = recommend.capacity_curve(predicted)
         capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity})
@@ -245,8 +248,7 @@ def _recommend(args) -> None:
         # a second pass, so that memory holds one query's requests at a time
         for number, (run_dir, m, row) in enumerate(traced, 1):
             show(number, len(traced), f"{row['query']} to cost the caches")
-            requests, roles, dilation = _window(run_dir, m, row)
-            caches.append(cost_model.cache_costs(requests, roles, profiles, dilation, page_bytes[run_dir], capacities))
+            caches.append(cost_model.cache_costs(_window(run_dir, m, row), profiles, page_bytes[run_dir], capacities))
         cache = recommend.cache_curve(queries, caches, curve)
         # in the traced run's time, as the predicted query times are
         run_dilation = tiers_dilation(first["tiers"]) or 1.0
@@ -297,10 +299,9 @@ def _validate(args) -> None:
             profiles = _profiles(args.profiles, runs[0][1]["tiers"], Path(scratch))
             for run_dir, m in runs:
                 for row in done[run_dir]:
-                    requests, roles, dilation = _window(run_dir, m, row)
                     traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
                     query = recommend.TracedQuery(m["run_id"], row["query"], 1.0, row["elapsed_s"], row["io_time_s"],
-                                                  traced, cost_model.layout_costs(requests, roles, profiles, dilation))
+                                                  traced, cost_model.layout_costs(_window(run_dir, m, row), profiles))
                     times = {layout: statistics.median(seconds) for layout, seconds in measured[row["query"]].items()}
                     predicted = {layout: query.predict_s(query.latency_sum_us(parse_layout(layout, m["workload"]["name"])))
                                  for layout in times}

@@ -22,9 +22,12 @@ every page it covers is in the cache. Hits cost the fast profile, misses and wri
 filling the cache costs nothing.
 """
 
-import io
+import ctypes
+import functools
 import json
+import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -38,32 +41,26 @@ from .errors import DeviceProfileError, StudyInputError
 from .metrics import SECTOR_BYTES
 
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator" / "tierlab-emu"
+MODEL_LIBRARY = EMULATOR.with_name("libtierlab-model.so")
 # requests from different traced devices never share offsets on the device they are replayed on
 DEVICE_SPAN_BYTES = 1 << 48
 # a query reading more tables than this has too many splits between the tiers to replay each
 MAX_TABLES_READ = 10
+# the roles a request can be served by, as the device model's replay numbers them
+ROLES = ("fast", "capacity")
+# the replays of one query's splits and caches run side by side: the model releases the interpreter
+WORKERS = os.cpu_count() or 1
 
 
-def _model(profile_file: Path, args: list[str], stdin: bytes = b"") -> bytes:
+def _model(profile_file: Path, args: list[str]) -> bytes:
     """What the device model (tierlab-emu on a profile) writes for args."""
     if not EMULATOR.exists():
         raise DeviceProfileError(f"{EMULATOR} is missing: build the emulator with `make -C {EMULATOR.parent}` "
                                  "(it needs gcc, make, pkg-config and libfuse3-dev)")
-    done = subprocess.run([str(EMULATOR), "--profile", str(profile_file), *args], input=stdin, capture_output=True)
+    done = subprocess.run([str(EMULATOR), "--profile", str(profile_file), *args], capture_output=True)
     if done.returncode != 0:
         raise DeviceProfileError(f"tierlab-emu {' '.join(args)} with {profile_file}: {done.stderr.decode().strip()}")
     return done.stdout
-
-
-def replay(profile_file: Path, at_us: np.ndarray, writes: np.ndarray, offset_bytes: np.ndarray,
-           length_bytes: np.ndarray) -> np.ndarray:
-    """The model's latency (us) of each request, submitted in the order given at the times given."""
-    if len(at_us) == 0:
-        return np.zeros(0)
-    lines = pd.DataFrame({"at_us": np.round(at_us, 3), "op": np.where(writes, "w", "r"),
-                          "offset": offset_bytes, "length": length_bytes})
-    out = _model(profile_file, ["--simulate"], lines.to_csv(sep=" ", header=False, index=False).encode())
-    return pd.read_csv(io.BytesIO(out), sep=" ", usecols=["latency_us"])["latency_us"].to_numpy()
 
 
 def closed_loop(profile_file: Path, rw: str, block_bytes: int, iodepth: int) -> dict:
@@ -71,58 +68,97 @@ def closed_loop(profile_file: Path, rw: str, block_bytes: int, iodepth: int) -> 
     return json.loads(_model(profile_file, ["--job", rw, str(block_bytes), str(iodepth)]))
 
 
+@functools.cache
+def _library() -> ctypes.CDLL:
+    """The emulator's device model as a library (emulator/src/replay.h), loaded once."""
+    if not MODEL_LIBRARY.exists():
+        raise DeviceProfileError(f"{MODEL_LIBRARY} is missing: build it with `make -C {EMULATOR.parent} "
+                                 f"{MODEL_LIBRARY.name}` (it needs gcc and make)")
+    library = ctypes.CDLL(str(MODEL_LIBRARY))
+    array = np.ctypeslib.ndpointer
+    library.model_replay.argtypes = [
+        ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint, ctypes.c_size_t, array(np.uint64, flags="C"),
+        array(np.uint8, flags="C"), array(np.uint64, flags="C"), array(np.uint64, flags="C"),
+        array(np.uint8, flags="C"), array(np.uint64, flags="C"), ctypes.c_char_p, ctypes.c_size_t]
+    library.model_replay.restype = ctypes.c_int
+    return library
+
+
 def heads(requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per request (its first piece), with the object of its first piece and its whole size."""
-    return requests[requests["piece"] == 0].sort_values("ts_s", kind="stable")
+    """One row per request (its first piece), with the object of its first piece and its whole size, in
+    dispatch order; the frame itself when it is that already (a window holds millions of requests)."""
+    first = (requests["piece"] == 0).to_numpy()
+    if first.all() and requests["ts_s"].is_monotonic_increasing:
+        return requests
+    return requests[first].sort_values("ts_s", kind="stable")
 
 
 @dataclass
-class Stream:
-    """A window's requests (heads, in dispatch order) as the device model takes them, built once and replayed
-    under every split and cache: dispatch times in the model's clock, from the window's first request, and
-    offsets apart per traced device."""
-    at_us: np.ndarray
+class Window:
+    """A traced query window's requests (heads, in dispatch order) as the cost model takes them, built once
+    from its frame (which can go then: these take about 30 bytes a request) and replayed under every split
+    and cache: dispatch times in the model's clock (ns) from the window's first request, offsets apart per
+    traced device, each request's table (an index into tables, -1 for `other`) and the role of the tier it
+    was traced on (an index into ROLES)."""
+    at_ns: np.ndarray
     writes: np.ndarray
     offset_bytes: np.ndarray
     length_bytes: np.ndarray
+    sequential: np.ndarray
+    table: np.ndarray
+    tables: list[str]
+    traced: np.ndarray
 
     @classmethod
-    def of(cls, reads: pd.DataFrame, dilation: float) -> "Stream":
+    def of(cls, requests: pd.DataFrame, tier_roles: dict[str, str], dilation: float) -> "Window":
+        reads = heads(requests)
         ts_us = reads["ts_s"].to_numpy() * 1e6
-        device = pd.factorize(reads["device"])[0].astype(np.int64)
-        return cls(at_us=(ts_us - ts_us.min()) / dilation if len(ts_us) else ts_us,
-                   writes=(reads["op"] == "W").to_numpy(),
-                   offset_bytes=reads["sector"].to_numpy() * SECTOR_BYTES + device * DEVICE_SPAN_BYTES,
-                   length_bytes=reads["request_size_sectors"].to_numpy() * SECTOR_BYTES)
+        at_us = (ts_us - ts_us.min()) / dilation if len(ts_us) else ts_us
+        device = pd.factorize(reads["device"])[0].astype(np.uint64)
+        codes, names = pd.factorize(reads["object"])
+        tables = sorted(set(names) - {OTHER})
+        if len(tables) > MAX_TABLES_READ:
+            raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
+                                  f"recommend takes queries reading at most {MAX_TABLES_READ}")
+        table_of_name = np.array([tables.index(n) if n != OTHER else -1 for n in names] + [-1], dtype=np.int8)
+        tier_codes, tiers = pd.factorize(reads["tier"])
+        return cls(at_ns=np.round(at_us * 1000.0).astype(np.uint64),
+                   writes=(reads["op"] == "W").to_numpy(dtype=np.uint8),
+                   offset_bytes=(reads["sector"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES)
+                                 + device * np.uint64(DEVICE_SPAN_BYTES)),
+                   length_bytes=reads["request_size_sectors"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES),
+                   sequential=reads["sequential"].to_numpy(dtype=bool),
+                   table=table_of_name[codes], tables=tables,
+                   traced=np.array([ROLES.index(tier_roles[t]) for t in tiers] + [0], dtype=np.uint8)[tier_codes])
 
     def latency_sum_us(self, roles: np.ndarray, profiles: dict[str, Path]) -> float:
-        """The model's latency sum when each role's requests are replayed together on that role's profile."""
-        return float(sum(replay(profiles[role], self.at_us[roles == role], self.writes[roles == role],
-                                self.offset_bytes[roles == role], self.length_bytes[roles == role]).sum()
-                         for role in profiles))
+        """The model's latency sum when each role's requests (roles: an index into ROLES per request) are
+        replayed together on that role's profile."""
+        paths = (ctypes.c_char_p * len(ROLES))(*(str(profiles[role]).encode() for role in ROLES))
+        sums = np.zeros(len(ROLES), dtype=np.uint64)
+        err = ctypes.create_string_buffer(1024)
+        if _library().model_replay(paths, len(ROLES), len(roles), self.at_ns, self.writes, self.offset_bytes,
+                                   self.length_bytes, np.ascontiguousarray(roles, dtype=np.uint8), sums, err,
+                                   len(err)) != 0:
+            raise DeviceProfileError(f"the device model's replay: {err.value.decode()}")
+        return float(sums.sum()) / 1000.0
+
+    def roles(self, fast: np.ndarray) -> np.ndarray:
+        """The role each request is served by when the fast tier serves the table requests fast marks (a
+        flag per request); `other`'s stays where it was traced."""
+        served = np.where(fast, np.uint8(ROLES.index("fast")), np.uint8(ROLES.index("capacity")))
+        return np.where(self.table >= 0, served, self.traced)
 
 
-def _roles(requests: pd.DataFrame, fast_tables: frozenset, tier_roles: dict[str, str]) -> np.ndarray:
-    """The role (fast, capacity) each request is served by under a layout: a table's by where the layout puts
-    it, `other`'s where it was traced."""
-    traced = requests["tier"].map(tier_roles).to_numpy()
-    placed = np.where(requests["object"].isin(fast_tables).to_numpy(), "fast", "capacity")
-    return np.where((requests["object"] == OTHER).to_numpy(), traced, placed)
-
-
-def layout_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: dict[str, Path],
-                 dilation: float) -> dict[frozenset, float]:
+def layout_costs(window: Window, profiles: dict[str, Path]) -> dict[frozenset, float]:
     """The model's latency sum of one query window under every split of the tables it reads between the
     tiers: {tables on the fast tier: latency sum}. Tables it does not read do not change its cost."""
-    reads = heads(requests)
-    tables = sorted(set(reads["object"]) - {OTHER})
-    if len(tables) > MAX_TABLES_READ:
-        raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
-                              f"recommend takes queries reading at most {MAX_TABLES_READ}")
-    splits = [frozenset(t for t, on in zip(tables, bits, strict=True) if on)
-              for bits in product([False, True], repeat=len(tables))]
-    stream = Stream.of(reads, dilation)
-    return {fast: stream.latency_sum_us(_roles(reads, fast, tier_roles), profiles) for fast in splits}
+    splits = [np.array(fast, dtype=bool) for fast in product([False, True], repeat=len(window.tables))]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        # a split's flag per table, per request (`other`'s -1 picks the last flag, which roles then ignores)
+        sums = pool.map(lambda fast: window.latency_sum_us(window.roles(fast[window.table]), profiles), splits)
+        return {frozenset(t for t, on in zip(window.tables, fast, strict=True) if on): cost
+                for fast, cost in zip(splits, sums, strict=True)}
 
 
 # block cache policies: (the access of a page that admits it, whether sequential requests bypass the cache)
@@ -135,109 +171,120 @@ CACHE_POLICIES = {
 }
 
 
-@numba.njit(cache=True)
-def _heap_push(times, pages, size, t, page):
-    i = size
-    times[i], pages[i] = t, page
-    while i > 0 and times[(i - 1) // 2] > times[i]:
-        parent = (i - 1) // 2
-        times[i], times[parent] = times[parent], times[i]
-        pages[i], pages[parent] = pages[parent], pages[i]
-        i = parent
-    return size + 1
-
-
-@numba.njit(cache=True)
-def _heap_pop(times, pages, size):
-    t, page = times[0], pages[0]
-    size -= 1
-    times[0], pages[0] = times[size], pages[size]
-    i = 0
-    while True:
-        low, left, right = i, 2 * i + 1, 2 * i + 2
-        if left < size and times[left] < times[low]:
-            low = left
-        if right < size and times[right] < times[low]:
-            low = right
-        if low == i:
-            return t, page, size
-        times[i], times[low] = times[low], times[i]
-        pages[i], pages[low] = pages[low], pages[i]
-        i = low
-
-
-@numba.njit(cache=True)
-def _cache_hits(pages, owner, requests, bypass, capacity_pages, admit_on):
-    """Per request: whether an LRU cache of capacity_pages, empty at first, served every page it accessed. A
-    page is admitted on its admit_on-th access, unless its request bypasses the cache; the least recently
-    used page is evicted for it. Stale heap entries (pages used again since) are skipped when evicting."""
-    seen = np.zeros(pages.max() + 1 if len(pages) else 0, dtype=np.int64)
-    cached = np.zeros(len(seen), dtype=np.bool_)
-    last_use = np.zeros(len(seen), dtype=np.int64)
-    heap_times = np.empty(len(pages), dtype=np.int64)
-    heap_pages = np.empty(len(pages), dtype=np.int64)
-    size = used = 0
-    hit = np.ones(requests, dtype=np.bool_)
-    for t in range(len(pages)):
-        page, request = pages[t], owner[t]
-        seen[page] += 1
-        if cached[page]:
-            last_use[page] = t
-            size = _heap_push(heap_times, heap_pages, size, t, page)
-            continue
-        hit[request] = False
-        if bypass[request] or seen[page] < admit_on or capacity_pages == 0:
-            continue
-        if used == capacity_pages:
-            while True:
-                stamp, victim, size = _heap_pop(heap_times, heap_pages, size)
-                if cached[victim] and last_use[victim] == stamp:
-                    cached[victim] = False
-                    used -= 1
-                    break
-        cached[page] = True
-        last_use[page] = t
-        used += 1
-        size = _heap_push(heap_times, heap_pages, size, t, page)
+@numba.njit(cache=True, nogil=True)
+def _cache_hits(first, count, pages, bypass, capacity_pages, admit_on):
+    """Per request: whether an LRU cache of capacity_pages, empty at first, served every page it accessed
+    (request r accesses pages first[r] .. first[r] + count[r] - 1, numbered 0 .. pages - 1). A page is
+    admitted on its admit_on-th access, unless its request bypasses the cache; the least recently used page
+    is evicted for it. The recency order is a doubly linked list: newer[p], older[p] (-1 at the ends)."""
+    seen = np.zeros(pages, dtype=np.uint8)
+    cached = np.zeros(pages, dtype=np.bool_)
+    # 32-bit links: half the memory to walk, and a window's distinct pages are fewer than 2^31
+    newer = np.full(pages, -1, dtype=np.int32)
+    older = np.full(pages, -1, dtype=np.int32)
+    newest = oldest = -1
+    used = 0
+    hit = np.ones(len(first), dtype=np.bool_)
+    for request in range(len(first)):
+        for page in range(first[request], first[request] + count[request]):
+            if seen[page] < admit_on:
+                seen[page] += 1
+            if cached[page]:
+                if page == newest:
+                    continue
+                # unlink, then relink as the newest
+                newer_p, older_p = newer[page], older[page]
+                if older_p >= 0:
+                    newer[older_p] = newer_p
+                else:
+                    oldest = newer_p
+                older[newer_p] = older_p
+                older[page], newer[page] = newest, -1
+                newer[newest] = page
+                newest = page
+                continue
+            hit[request] = False
+            if bypass[request] or seen[page] < admit_on or capacity_pages == 0:
+                continue
+            if used == capacity_pages:
+                victim = oldest
+                cached[victim] = False
+                oldest = newer[victim]
+                if oldest >= 0:
+                    older[oldest] = -1
+                else:
+                    newest = -1
+                used -= 1
+            cached[page] = True
+            older[page], newer[page] = newest, -1
+            if newest >= 0:
+                newer[newest] = page
+            else:
+                oldest = page
+            newest = page
+            used += 1
     return hit
 
 
-def request_pages(requests: pd.DataFrame, page_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each page access of the requests in order, as (a number per device and page, the request's index)."""
-    device_code = pd.factorize(requests["device"])[0].astype(np.int64)
-    first = requests["sector"].to_numpy() * SECTOR_BYTES // page_bytes
-    last = ((requests["sector"].to_numpy() + requests["request_size_sectors"].to_numpy()) * SECTOR_BYTES - 1) // page_bytes
-    counts = (last - first + 1).astype(np.int64)
-    owner = np.repeat(np.arange(len(requests)), counts)
-    page = first[owner] + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    keys = page * (device_code.max() + 1 if len(device_code) else 1) + device_code[owner]
-    return np.unique(keys, return_inverse=True)[1].astype(np.int64), owner
+@dataclass
+class PageAccesses:
+    """The pages each request of a window accesses, numbered densely over the pages the window touches:
+    request r accesses pages first[r] .. first[r] + count[r] - 1. Built once per window and page size, in
+    memory of the requests' count, not their pages'."""
+    first: np.ndarray
+    count: np.ndarray
+    pages: int
+
+    @classmethod
+    def of(cls, window: Window, page_bytes: int) -> "PageAccesses":
+        if len(window.at_ns) == 0:
+            return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), 0)
+        # devices lie DEVICE_SPAN_BYTES apart, a multiple of any page size: their pages never mix
+        low = (window.offset_bytes // np.uint64(page_bytes)).astype(np.int64)
+        high = ((window.offset_bytes + window.length_bytes - np.uint64(1)) // np.uint64(page_bytes)).astype(np.int64)
+        # the union of the requests' page ranges, as disjoint segments numbered one after the other
+        order = np.argsort(low)
+        low_sorted = low[order]
+        reach = np.maximum.accumulate(high[order])
+        opens = np.r_[True, low_sorted[1:] > reach[:-1]]
+        starts = np.flatnonzero(opens)
+        segment = np.cumsum(opens) - 1
+        lengths = reach[np.r_[starts[1:] - 1, len(low_sorted) - 1]] - low_sorted[starts] + 1
+        if lengths.sum() >= 2**31:
+            raise StudyInputError(f"the window touches {lengths.sum():,} pages of {page_bytes} bytes; the cache "
+                                  "simulation takes fewer than 2^31")
+        base = np.cumsum(lengths) - lengths
+        first = np.empty(len(low), dtype=np.int64)
+        first[order] = base[segment] + low_sorted - low_sorted[starts][segment]
+        return cls(first, (high - low + 1).astype(np.int32), int(lengths.sum()))
 
 
-def cache_hits(requests: pd.DataFrame, page_bytes: int, capacity_bytes: int, policy: str) -> np.ndarray:
-    """Per request (heads, in dispatch order): served whole by a cache of the policy on the fast tier. The
-    cache is read-only: writes go to the capacity tier and admit nothing (a cached page they write is kept
-    current)."""
+def cache_hits(window: Window, page_bytes: int, capacity_bytes: int, policy: str,
+               accesses: PageAccesses | None = None) -> np.ndarray:
+    """Per request: served whole by a cache of the policy on the fast tier. The cache is read-only: writes go
+    to the capacity tier and admit nothing (a cached page they write is kept current); sequential reads
+    bypass it when the policy says so. accesses: the window's PageAccesses at page_bytes, when built."""
     admit_on, sequential_bypass = CACHE_POLICIES[policy]
-    pages, owner = request_pages(requests, page_bytes)
-    writes = (requests["op"] == "W").to_numpy()
-    bypass = writes | (requests["sequential"].to_numpy(dtype=bool) & sequential_bypass)
-    return _cache_hits(pages, owner, len(requests), bypass, capacity_bytes // page_bytes, admit_on) & ~writes
+    accesses = accesses or PageAccesses.of(window, page_bytes)
+    writes = window.writes.astype(bool)
+    bypass = writes | (window.sequential & sequential_bypass)
+    return _cache_hits(accesses.first, accesses.count, accesses.pages, bypass, capacity_bytes // page_bytes,
+                       admit_on) & ~writes
 
 
-def cache_costs(requests: pd.DataFrame, tier_roles: dict[str, str], profiles: dict[str, Path], dilation: float,
-                page_bytes: int, capacities_bytes: list[int]) -> pd.DataFrame:
+def cache_costs(window: Window, profiles: dict[str, Path], page_bytes: int,
+                capacities_bytes: list[int]) -> pd.DataFrame:
     """Per capacity and cache policy: the table requests a cold read-only cache of that size on the fast tier
     serves whole (hits), and the model's latency sum with the hits replayed on the fast profile and the rest
     on the capacity profile (`other` where it was traced)."""
-    reads = heads(requests)
-    stream = Stream.of(reads, dilation)
-    placeable = (reads["object"] != OTHER).to_numpy()
-    traced = reads["tier"].map(tier_roles).to_numpy()
-    rows = []
-    for capacity, policy in product(capacities_bytes, CACHE_POLICIES):
-        hit = placeable & cache_hits(reads, page_bytes, capacity, policy)
-        roles = np.where(placeable, np.where(hit, "fast", "capacity"), traced)
-        rows.append({"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()),
-                     "requests": int(placeable.sum()), "latency_sum_us": stream.latency_sum_us(roles, profiles)})
+    accesses = PageAccesses.of(window, page_bytes)
+    placeable = window.table >= 0
+
+    def cost(capacity: int, policy: str) -> dict:
+        hit = placeable & cache_hits(window, page_bytes, capacity, policy, accesses)
+        return {"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()),
+                "requests": int(placeable.sum()), "latency_sum_us": window.latency_sum_us(window.roles(hit), profiles)}
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        rows = list(pool.map(lambda config: cost(*config), product(capacities_bytes, CACHE_POLICIES)))
     return pd.DataFrame(rows, columns=["capacity_bytes", "policy", "hits", "requests", "latency_sum_us"])

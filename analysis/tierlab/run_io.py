@@ -413,12 +413,24 @@ def run_figures(run_dir: Path) -> pd.DataFrame:
                           "higher_is_better": False, **context}])
 
 
+# what the cost model reads of each request; its texts are few distinct values, read as categories
+REQUEST_COLUMNS = {"ts_s": False, "device": True, "tier": True, "op": True, "sector": False,
+                   "request_size_sectors": False, "piece": False, "object": True, "sequential": False}
+
+
 def read_requests(run_dir: Path, query: str, attempt: int) -> pd.DataFrame:
-    """One query try's attributed requests, from the tables/requests.parquet analyze wrote."""
+    """One query try's attributed requests (REQUEST_COLUMNS), each once (its first piece: the object of its
+    first piece, its whole size), from the tables/requests.parquet analyze wrote."""
     path = run_dir / "tables" / "requests.parquet"
     if not path.exists():
         raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
-    return pq.read_table(path, filters=[("query", "=", query), ("try", "=", attempt)]).to_pandas()
+    table = pq.read_table(path, columns=list(REQUEST_COLUMNS),
+                          filters=[("query", "=", query), ("try", "=", attempt), ("piece", "=", 0)],
+                          read_dictionary=[c for c, text in REQUEST_COLUMNS.items() if text])
+    requests = table.to_pandas(self_destruct=True, split_blocks=True)
+    # what arrow's allocator keeps from reading, handed back before the frame's millions of rows are worked on
+    pa.default_memory_pool().release_unused()
+    return requests
 
 
 def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:

@@ -1,7 +1,10 @@
-"""The cost model: LRU reuse distances, and traced requests re-costed on the device models."""
+"""The cost model: the block cache simulation, and traced requests re-costed on the device models."""
 
+import io
 import subprocess
+from collections import Counter, OrderedDict
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -19,6 +22,10 @@ def window(rows: list[tuple[float, str, str, int, int]], sequential: list[bool] 
     """Requests of one query window: (ts_s, object, op, sector, sectors), traced on nand (device 7:1)."""
     frame = pd.DataFrame(rows, columns=["ts_s", "object", "op", "sector", "request_size_sectors"])
     return frame.assign(device="7:1", tier="nand", piece=0, sequential=sequential or [False] * len(frame))
+
+
+def of(requests: pd.DataFrame, dilation: float = 1.0) -> cost_model.Window:
+    return cost_model.Window.of(requests, TIER_ROLES, dilation)
 
 
 def page_reads(pages: list[int]) -> pd.DataFrame:
@@ -40,33 +47,33 @@ def emulator():
     (3, [False, False, False, True, True, True, False, False]),
 ])
 def test_an_lru_cache_serves_a_page_read_again_before_it_is_the_least_recently_used(capacity_pages, hits):
-    assert cost_model.cache_hits(page_reads(STUDY_PAGES), 16384, capacity_pages * 16384, "lru").tolist() == hits
+    assert cost_model.cache_hits(of(page_reads(STUDY_PAGES)), 16384, capacity_pages * 16384, "lru").tolist() == hits
 
 
 def test_an_admitting_cache_takes_a_page_on_its_second_access_only():
-    assert cost_model.cache_hits(page_reads(STUDY_PAGES), 16384, 3 * 16384, "admitting").tolist() == [
+    assert cost_model.cache_hits(of(page_reads(STUDY_PAGES)), 16384, 3 * 16384, "admitting").tolist() == [
         False, False, False, False, False, False, False, True]
 
 
 def test_an_admitting_cache_lets_sequential_requests_bypass_it():
     requests = window([(t, "a", "R", 0, 32) for t in range(4)], sequential=[False, True, True, False])
     # the second access (sequential) does not admit page 0; the fourth (the third access) does, too late to hit
-    assert cost_model.cache_hits(requests, 16384, 16384, "admitting").tolist() == [False, False, False, False]
-    assert cost_model.cache_hits(requests, 16384, 16384, "lru").tolist() == [False, True, True, True]
+    assert cost_model.cache_hits(of(requests), 16384, 16384, "admitting").tolist() == [False, False, False, False]
+    assert cost_model.cache_hits(of(requests), 16384, 16384, "lru").tolist() == [False, True, True, True]
 
 
 def test_a_request_hits_only_when_every_page_it_reads_is_cached_and_writes_never_hit():
     # 16 KiB pages: the second request reads pages 0 and 1, and page 1 was never read before it
     requests = window([(0.0, "t", "R", 0, 32), (0.1, "t", "R", 0, 64), (0.2, "t", "R", 32, 32),
                        (0.3, "t", "W", 0, 32)])
-    assert cost_model.cache_hits(requests, 16384, 4 * 16384, "lru").tolist() == [False, False, True, False]
+    assert cost_model.cache_hits(of(requests), 16384, 4 * 16384, "lru").tolist() == [False, False, True, False]
 
 
 def test_a_table_s_lone_random_reads_cost_the_profile_of_the_tier_the_split_puts_it_on():
     # reads 10 ms apart (in the model's time: 1 s apart in the run, dilated 100x), far apart on the device
     requests = window([(t, obj, "R", sector, 8) for t, obj, sector in
                        [(0, "a", 0), (1, "b", 1 << 24), (2, "a", 1 << 25), (3, "b", 1 << 26), (4, "other", 1 << 27)]])
-    costs = cost_model.layout_costs(requests, TIER_ROLES, PROFILES, dilation=100.0)
+    costs = cost_model.layout_costs(of(requests, dilation=100.0), PROFILES)
     assert set(costs) == {frozenset(), frozenset({"a"}), frozenset({"b"}), frozenset({"a", "b"})}
     assert costs[frozenset()] == pytest.approx(5 * NAND_RANDOM_4K_US, abs=0.01)
     assert costs[frozenset({"a"})] == pytest.approx(2 * OPTANE_4K_US + 3 * NAND_RANDOM_4K_US, abs=0.01)
@@ -77,7 +84,7 @@ def test_a_table_s_lone_random_reads_cost_the_profile_of_the_tier_the_split_puts
 def test_the_cache_s_hits_are_replayed_on_the_fast_profile_once_they_fit():
     # page 0 read, then two other pages, then page 0 again: a hit from 3 pages (48 KiB) of LRU cache up
     requests = window([(t, "a", "R", sector, 32) for t, sector in [(0, 0), (1, 1 << 20), (2, 1 << 21), (3, 0)]])
-    costs = cost_model.cache_costs(requests, TIER_ROLES, PROFILES, 100.0, 16384, [32768, 49152])
+    costs = cost_model.cache_costs(of(requests, dilation=100.0), PROFILES, 16384, [32768, 49152])
     lru = costs[costs["policy"] == "lru"]
     assert lru["hits"].tolist() == [0, 1]
     assert lru["requests"].tolist() == [4, 4]
@@ -85,3 +92,57 @@ def test_the_cache_s_hits_are_replayed_on_the_fast_profile_once_they_fit():
     assert lru["latency_sum_us"].tolist() == pytest.approx([4 * nand_16k, 3 * nand_16k + optane_16k], abs=0.01)
     # admitted on its second access, page 0 is never read a third time
     assert costs.loc[costs["policy"] == "admitting", "hits"].tolist() == [0, 0]
+
+
+def random_window(seed: int, count: int) -> pd.DataFrame:
+    """Reads and writes of 4 to 64 KiB over two devices' first MiB, some sequential: pages read again often."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"ts_s": np.arange(count) * 1e-4, "object": "a",
+                          "op": rng.choice(["R", "W"], count, p=[0.9, 0.1]),
+                          "sector": rng.integers(0, 256, count) * 8, "request_size_sectors": rng.integers(1, 17, count) * 8,
+                          "device": rng.choice(["7:0", "7:1"], count), "sequential": rng.random(count) < 0.3})
+    return frame.assign(tier=frame["device"].map({"7:0": "optane", "7:1": "nand"}), piece=0)
+
+
+def brute_force_hits(requests: pd.DataFrame, page_bytes: int, capacity_pages: int, policy: str) -> list[bool]:
+    """The cache of cache_hits, page by page over an ordered dict (oldest first)."""
+    admit_on, sequential_bypass = cost_model.CACHE_POLICIES[policy]
+    cache, seen, hits = OrderedDict(), Counter(), []
+    for row in requests.itertuples(index=False):
+        bypass = row.op == "W" or (row.sequential and sequential_bypass)
+        hit = row.op != "W"
+        for page in range(row.sector * 512 // page_bytes, ((row.sector + row.request_size_sectors) * 512 - 1) // page_bytes + 1):
+            key = (row.device, page)
+            seen[key] += 1
+            if key in cache:
+                cache.move_to_end(key)
+                continue
+            hit = False
+            if bypass or seen[key] < admit_on or capacity_pages == 0:
+                continue
+            if len(cache) == capacity_pages:
+                cache.popitem(last=False)
+            cache[key] = True
+        hits.append(hit)
+    return hits
+
+
+@pytest.mark.parametrize("policy", ["lru", "admitting"])
+@pytest.mark.parametrize("capacity_pages", [0, 1, 7, 40, 1000])
+def test_the_cache_simulation_agrees_with_a_brute_force_one_on_random_traces(policy, capacity_pages):
+    for seed in range(3):
+        requests = random_window(seed, 2000)
+        assert cost_model.cache_hits(of(requests), 16384, capacity_pages * 16384, policy).tolist() == \
+            brute_force_hits(requests, 16384, capacity_pages, policy)
+
+
+def test_the_in_process_replay_gives_the_latencies_tierlab_emu_simulate_gives():
+    requests = random_window(7, 3000)
+    stream = of(requests)
+    text = "".join(f"{at / 1000:.3f} {'w' if w else 'r'} {offset} {length}\n" for at, w, offset, length in
+                   zip(stream.at_ns, stream.writes, stream.offset_bytes, stream.length_bytes, strict=True))
+    done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), "--simulate"],
+                          input=text, capture_output=True, text=True, check=True)
+    simulated = pd.read_csv(io.StringIO(done.stdout), sep=" ")["latency_us"].sum()
+    roles = np.full(len(requests), cost_model.ROLES.index("capacity"), dtype=np.uint8)
+    assert stream.latency_sum_us(roles, PROFILES) == pytest.approx(simulated, abs=0.001 * len(requests))

@@ -1,0 +1,21 @@
+/* The device model over arrays of requests, for tierlab's cost model, which
+ * loads it in-process (libtierlab-model.so) instead of feeding
+ * `tierlab-emu --simulate` text. */
+#ifndef TIERLAB_REPLAY_H
+#define TIERLAB_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REPLAY_MAX_ROLES 8
+
+/* Submits requests 0..n-1 in order, each to the model of its role (a fresh
+ * model per role, on the profile file of that index), and adds each
+ * request's latency (completion minus submission) to latency_sum_ns[role].
+ * write[i] is 0 for a read. Returns 0, or -1 with what was wrong in err
+ * (a profile that does not load, a role out of range, a zero length). */
+int model_replay(const char *const *profile_paths, unsigned roles, size_t n, const uint64_t *at_ns,
+		 const uint8_t *write, const uint64_t *offset, const uint64_t *length, const uint8_t *role,
+		 uint64_t *latency_sum_ns, char *err, size_t err_len);
+
+#endif
