@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import cost_model, device_profile, manifest, planner_costs, recommend
+from . import cost_model, device_fit, device_profile, manifest, planner_costs, recommend
 from .errors import RunDirError, StudyInputError, TierlabError
 from .layout import CAPACITY, FAST, parse_layout
 from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
@@ -273,6 +273,29 @@ def _recommend(args) -> None:
     print(json.dumps(result, indent=1) if args.json else text)
 
 
+def _devices(args) -> None:
+    run_dir = Path(args.run_dir)
+    source = run_dir / "raw" / "devices.json"
+    try:
+        result = json.loads(source.read_text())
+    except FileNotFoundError:
+        raise RunDirError(f"{source} is missing: playbooks/devices.yml writes it (DEVICES_DIR is the directory it "
+                          "made under results/)") from None
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{source}: not JSON ({exc}); run playbooks/devices.yml again") from None
+    (run_dir / "profiles").mkdir(exist_ok=True)
+    fitted = {}
+    for tier in result["tiers"]:
+        fitted[tier["name"]] = device_fit.fit(tier)
+        path = run_dir / "profiles" / f"{tier['name']}.toml"
+        path.write_text(device_fit.profile_text(tier, fitted[tier["name"]], str(source)))
+        print(f"{path}: " + ", ".join(f"{k} {v}" for k, v in fitted[tier["name"]].items()))
+    write_tables(run_dir, {"device_jobs": device_fit.job_rows(result), "device_sustained": device_fit.sustained_rows(result)})
+    from .report import write_devices_report
+
+    print(write_devices_report(run_dir, result, fitted))
+
+
 def _validate(args) -> None:
     from .study import read_study_record
 
@@ -432,6 +455,10 @@ def main(argv: list[str] | None = None) -> None:
                         f"{planner_costs.SCAN_REQUEST_BYTES}); a run's request sizes show it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_planner_costs)
+    p = sub.add_parser("devices", help="fit a device profile to each tier of playbooks/devices.yml's measurements, "
+                                       "with the curves and a report")
+    p.add_argument("run_dir", metavar="DEVICES_DIR", help="results/devices_<time>_<host>, with raw/devices.json")
+    p.set_defaults(func=_devices)
     p = sub.add_parser("manifest", help="(re)write a run's manifest.json")
     p.add_argument("run_dir")
     p.add_argument("--status", choices=("auto", *manifest.STATUSES), default="auto",

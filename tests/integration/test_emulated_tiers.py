@@ -6,7 +6,10 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from tierlab.device_profile import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,6 +83,56 @@ def test_the_auto_dilation_is_one_at_which_each_model_carried_its_deepest_job(ch
 def test_the_check_reports_each_tier_s_emulator_counters(check):
     emulators = {t["name"]: t["emulator"]["model"] for t in check["tiers"]}
     assert emulators == {"optane": "optane", "nand": "nand"}
+
+
+@pytest.fixture(scope="module")
+def devices(study):
+    """playbooks/devices.yml on the same tiers, short jobs: its results directory and each fitted profile."""
+    before = study.run_ids()
+    study.playbook("devices.yml", devices_runtime_s=0.3, devices_sustained_s=8)
+    (new,) = [name for name in study.run_ids() - before if name.startswith("devices_")]
+    run_dir = study.results_dir / new
+    return run_dir, {tier: load(run_dir / "profiles" / f"{tier}.toml") for tier in ("optane", "nand")}
+
+
+def test_the_device_suite_measures_nand_s_random_and_sequential_reads_as_its_model_has_them(devices):
+    _, fitted = devices
+    assert abs(fitted["nand"]["read_random_us"] / 88.6 - 1) <= 0.25, fitted["nand"]
+    assert fitted["nand"]["read_sequential_us"] <= fitted["nand"]["read_random_us"] / 4, fitted["nand"]
+    assert fitted["nand"]["streams"] == 16
+
+
+def test_the_device_suite_finds_nand_s_write_buffer_and_its_drain_rate_and_none_on_optane(devices):
+    _, fitted = devices
+    assert 128 <= fitted["nand"]["write_buffer_mb"] <= 384, fitted["nand"]
+    assert abs(fitted["nand"]["sustained_write_mb_s"] / 400 - 1) <= 0.25, fitted["nand"]
+    assert (fitted["optane"]["write_buffer_mb"], fitted["optane"]["gc_pause_us"]) == (0, 0), fitted["optane"]
+
+
+def test_the_device_suite_measures_optane_s_reads_flat_and_about_ten_times_faster_than_nand_s(devices):
+    _, fitted = devices
+    optane = fitted["optane"]
+    assert abs(optane["read_sequential_us"] / optane["read_random_us"] - 1) <= 0.2, optane
+    assert optane["streams"] == 0
+    assert fitted["nand"]["read_random_us"] >= 5 * optane["read_random_us"], fitted
+
+
+def test_the_fitted_profiles_run_in_the_emulator_and_the_curves_are_kept(devices):
+    run_dir, _ = devices
+    for tier in ("optane", "nand"):
+        done = subprocess.run([str(ROOT / "emulator" / "tierlab-emu"), "--profile", str(run_dir / "profiles" / f"{tier}.toml"),
+                               "--simulate"], input="0 r 0 4096\n", capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    jobs = pd.read_csv(run_dir / "tables" / "device_jobs.csv")
+    grid = jobs[(jobs["kind"] == "bandwidth") & (jobs["tier"] == "nand")]
+    assert sorted(set(grid["iodepth"])) == [1, 4, 16, 64, 256]
+    assert sorted(set(grid["block_bytes"])) == [4096, 16384, 65536, 262144]
+    assert len(grid) == 40
+    assert "sustained 128 KiB writes" in (run_dir / "report.html").read_text()
+
+
+def test_the_device_suite_leaves_no_scratch_file_on_a_tier(devices, study):
+    assert list(Path(study.root, "tiers").glob("*/.tierlab-devices")) == []
 
 
 @pytest.mark.parametrize(("sent", "said"), [(signal.SIGKILL, "has exited"), (signal.SIGSTOP, "did not answer within 10 s")])

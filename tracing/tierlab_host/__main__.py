@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from . import chroot, engine_commands, runner, teardown, tiers, tiers_check
+from . import chroot, device_suite, engine_commands, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -16,6 +16,11 @@ def main() -> None:
     check.add_argument("spec_file")
     check.add_argument("--runtime-s", type=float, default=2.0)
     check.add_argument("--output", help="also write the result here")
+    devices = sub.add_parser("device-suite", help="measure each tier with fio, reads and writes on a scratch file")
+    devices.add_argument("spec_file")
+    devices.add_argument("--runtime-s", type=float, default=1.0)
+    devices.add_argument("--sustained-s", type=float, default=30.0)
+    devices.add_argument("--output", required=True)
     sub.add_parser("teardown", help="remove everything tierlab recorded on this host")
     for action in ("start", "stop"):
         p = sub.add_parser(f"engine-{action}", help=f"{action} the database server an engine spec describes")
@@ -39,6 +44,8 @@ def main() -> None:
             tiers.main_up(args.spec_file)
         elif args.command == "tiers-check":
             tiers_check.main(args.spec_file, args.runtime_s, args.output)
+        elif args.command == "device-suite":
+            device_suite.main(args.spec_file, args.runtime_s, args.sustained_s, args.output)
         elif args.command == "teardown":
             teardown.main()
         elif args.command == "chroot-mount":

@@ -1,28 +1,46 @@
-"""Read-only fio jobs on a block device: IOPS and latency percentiles."""
+"""fio jobs on a block device or a file: IOPS, bandwidth and latency percentiles."""
 
 import json
+from pathlib import Path
 
 from .system import run
 
 PERCENTILES = ("50", "90", "99", "99.9")
 
 
-def job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: float, span_bytes: int) -> dict:
-    """One time-based job over the first span_bytes of target, with O_DIRECT and libaio."""
+def _side(side: dict, percentiles: tuple[str, ...]) -> dict:
+    found = side["lat_ns"].get("percentile", {})
+    return {"iops": round(side["iops"], 1), "bw_bytes": side["bw_bytes"],
+            "lat_us": {f"p{p}": round(found[f"{float(p):f}"] / 1000, 2) for p in percentiles},
+            "mean_us": round(side["lat_ns"]["mean"] / 1000, 2)}
+
+
+def run_job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: float, span_bytes: int,
+            options: tuple[str, ...] = (), percentiles: tuple[str, ...] = PERCENTILES) -> dict:
+    """One time-based job over the first span_bytes of target, with O_DIRECT and libaio; its read and write
+    sides (those that did any I/O) as {"read": ..., "write": ...}."""
     cmd = [
         "fio", "--name=tierlab", f"--filename={target}", f"--rw={rw}", f"--bs={block_bytes}",
-        f"--iodepth={iodepth}", "--ioengine=libaio", "--direct=1", "--readonly",
+        f"--iodepth={iodepth}", "--ioengine=libaio", "--direct=1",
         f"--size={span_bytes}", f"--runtime={round(runtime_s * 1000)}ms", "--time_based",
-        "--lat_percentiles=1", f"--percentile_list={':'.join(PERCENTILES)}", "--output-format=json",
+        "--lat_percentiles=1", f"--percentile_list={':'.join(percentiles)}", "--output-format=json", *options,
     ]
-    read = json.loads(run(cmd, timeout_s=runtime_s + 60).stdout)["jobs"][0]["read"]
-    percentiles = read["lat_ns"]["percentile"]
-    return {
-        "rw": rw, "block_bytes": block_bytes, "iodepth": iodepth,
-        "iops": round(read["iops"], 1),
-        "lat_us": {f"p{p}": round(percentiles[f"{float(p):f}"] / 1000, 2) for p in PERCENTILES},
-        "mean_us": round(read["lat_ns"]["mean"] / 1000, 2),
-    }
+    done = json.loads(run(cmd, timeout_s=runtime_s + 60).stdout)["jobs"][0]
+    return {side: _side(done[side], percentiles) for side in ("read", "write") if done[side]["total_ios"] > 0}
+
+
+def job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: float, span_bytes: int) -> dict:
+    """One read-only job: its IOPS and latency percentiles."""
+    read = run_job(target, rw, block_bytes, iodepth, runtime_s, span_bytes, ("--readonly",))["read"]
+    return {"rw": rw, "block_bytes": block_bytes, "iodepth": iodepth, "iops": read["iops"], "lat_us": read["lat_us"],
+            "mean_us": read["mean_us"]}
+
+
+def bandwidth_log(prefix: Path) -> list[tuple[float, float]]:
+    """(seconds, bytes/s) of each interval of the bandwidth log fio wrote for --write_bw_log=prefix (KiB/s)."""
+    path = prefix.with_name(f"{prefix.name}_bw.1.log")
+    rows = [line.split(",") for line in path.read_text().splitlines() if line.strip()]
+    return [(int(r[0]) / 1000, int(r[1]) * 1024.0) for r in rows]
 
 
 def touch(target: str, span_bytes: int) -> None:

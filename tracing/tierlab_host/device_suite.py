@@ -1,0 +1,94 @@
+"""The device suite of playbooks/devices.yml: fio on a scratch file on each tier, reads and writes.
+
+What a device model's profile needs, measured through the tier's file system with O_DIRECT (the file is
+written for the suite and removed after it, so the tier's data is never touched):
+- latency at queue depth 1 of 4 KiB sequential and random reads and writes, as a distribution;
+- requests below 4 KiB, and 4 KiB requests that are not 4 KiB-aligned;
+- read latency as the share of writes beside them grows (random 4 KiB, queue depth 4);
+- sustained sequential writes, their bandwidth every 100 ms (a write buffer filling, then its drain rate);
+- bandwidth against queue depth 1 to 256 for 4 KiB to 256 KiB, random reads and then random writes.
+The jobs run in this order: the writes' garbage collection, once provoked, would stay in every later job.
+"""
+
+import json
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import emulator, fio
+from .system import run
+
+SCRATCH_NAME = ".tierlab-devices"
+SCRATCH_BYTES = 256 << 20
+LATENCY_PERCENTILES = ("1", "5", "10", "25", "50", "75", "90", "95", "99", "99.9", "99.99")
+BLOCK_BYTES = (4096, 16384, 65536, 262144)
+IODEPTHS = (1, 4, 16, 64, 256)
+WRITE_SHARES_PCT = (0, 10, 30, 50, 70)
+SMALL_BLOCK_BYTES = (512, 1024, 2048)
+SUSTAINED_BLOCK_BYTES, SUSTAINED_IODEPTH = 131072, 32
+
+
+def plan() -> list[dict]:
+    """Every job of the suite, in the order it runs (see the module's text)."""
+    jobs = [{"kind": "latency", "rw": rw, "block_bytes": 4096, "iodepth": 1}
+            for rw in ("read", "randread", "write", "randwrite")]
+    jobs += [{"kind": "small", "rw": "randread", "block_bytes": b, "iodepth": 1} for b in SMALL_BLOCK_BYTES]
+    jobs.append({"kind": "misaligned", "rw": "randread", "block_bytes": 4096, "iodepth": 1, "align_bytes": 512})
+    jobs += [{"kind": "mixed", "rw": "randrw", "block_bytes": 4096, "iodepth": 4, "write_pct": share}
+             for share in WRITE_SHARES_PCT]
+    jobs.append({"kind": "sustained", "rw": "write", "block_bytes": SUSTAINED_BLOCK_BYTES,
+                 "iodepth": SUSTAINED_IODEPTH})
+    jobs += [{"kind": "bandwidth", "rw": rw, "block_bytes": b, "iodepth": depth}
+             for rw in ("randread", "randwrite") for b in BLOCK_BYTES for depth in IODEPTHS]
+    return jobs
+
+
+def _options(job: dict, log_prefix: Path) -> tuple[str, ...]:
+    if "align_bytes" in job:
+        # random offsets on 512 B boundaries: seven in eight 4 KiB requests straddle two 4 KiB blocks
+        return (f"--blockalign={job['align_bytes']}",)
+    if "write_pct" in job:
+        return (f"--rwmixwrite={job['write_pct']}",)
+    if job["kind"] == "sustained":
+        return (f"--write_bw_log={log_prefix}", "--log_avg_msec=100")
+    return ()
+
+
+def measure(target: str, job: dict, runtime_s: float, sustained_s: float) -> dict:
+    """One job of the plan run on target: the job with its read and write sides (and the sustained job's
+    bandwidth every 100 ms)."""
+    with tempfile.TemporaryDirectory() as logs:
+        prefix = Path(logs) / "sustained"
+        seconds = sustained_s if job["kind"] == "sustained" else runtime_s
+        sides = fio.run_job(target, job["rw"], job["block_bytes"], job["iodepth"], seconds, SCRATCH_BYTES,
+                            _options(job, prefix), LATENCY_PERCENTILES)
+        measured = {**job, "runtime_s": seconds, **sides}
+        if job["kind"] == "sustained":
+            measured["bandwidth_log"] = fio.bandwidth_log(prefix)
+    return measured
+
+
+def suite(spec: dict, runtime_s: float, sustained_s: float) -> dict:
+    """The suite on one tier: its jobs, and the emulated tier's dilation (the model runs that much slower)."""
+    scratch = Path(spec["path"]) / SCRATCH_NAME
+    tier = {"name": spec["name"], "role": spec["role"], "emulation": spec["emulation"], "dilation": 1.0}
+    if spec["emulation"] == "model":
+        tier["dilation"] = (emulator.calibration(spec["emulator_mountpoint"]) or {}).get("dilation", 1.0)
+        tier["profile"] = Path(spec["profile_file"]).read_text()
+    run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={SCRATCH_BYTES >> 20}", "oflag=direct",
+         "conv=fsync", "status=none"])
+    try:
+        tier["jobs"] = [measure(str(scratch), job, runtime_s, sustained_s) for job in plan()]
+    finally:
+        scratch.unlink()
+    return tier
+
+
+def main(spec_file: str, runtime_s: float, sustained_s: float, output: str) -> None:
+    specs = json.loads(Path(spec_file).read_text())
+    emulator.require_running()
+    result = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "runtime_s": runtime_s,
+              "sustained_s": sustained_s, "scratch_bytes": SCRATCH_BYTES,
+              "tiers": [suite(spec, runtime_s, sustained_s) for spec in specs]}
+    Path(output).write_text(json.dumps(result, indent=1))
+    print(json.dumps({"changed": True, "output": output, "tiers": [t["name"] for t in result["tiers"]]}))
