@@ -237,18 +237,20 @@ def _recommend(args) -> None:
         for number, (run_dir, m, row) in enumerate(traced, 1):
             show(number, len(traced), f"{row['query']} to cost its layouts")
             placement = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
+            window = _window(run_dir, m, row)
             queries.append(recommend.TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
-                                                 row["io_time_s"], placement,
-                                                 cost_model.layout_costs(_window(run_dir, m, row), profiles)))
+                                                 row["io_time_s"], placement, cost_model.layout_costs(window, profiles)))
         predicted = recommend.predict_layouts(queries, recommend.all_layouts(table_bytes), workload)
         curve = recommend.capacity_curve(predicted)
         capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity})
         page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
         show, caches = _progress(), []
-        # a second pass, so that memory holds one query's requests at a time
-        for number, (run_dir, m, row) in enumerate(traced, 1):
+        # a second pass, so that memory holds one query's requests at a time; backwards, so that it starts with
+        # the window the first pass ended with (a single query's is read once)
+        for number, (run_dir, m, row) in enumerate(reversed(traced), 1):
             show(number, len(traced), f"{row['query']} to cost the caches")
-            caches.append(cost_model.cache_costs(_window(run_dir, m, row), profiles, page_bytes[run_dir], capacities))
+            window = window if number == 1 else _window(run_dir, m, row)
+            caches.insert(0, cost_model.cache_costs(window, profiles, page_bytes[run_dir], capacities))
         cache = recommend.cache_curve(queries, caches, curve)
         # in the traced run's time, as the predicted query times are
         run_dilation = tiers_dilation(first["tiers"]) or 1.0
