@@ -228,9 +228,9 @@ def _cache_hits(first, count, pages, bypass, capacity_pages, admit_on):
 
 @dataclass
 class PageAccesses:
-    """The pages each request of a window accesses, numbered densely over the pages the window touches:
-    request r accesses pages first[r] .. first[r] + count[r] - 1. Built once per window and page size, in
-    memory of the requests' count, not their pages'."""
+    """The pages each request of a window accesses, numbered densely: request r accesses pages first[r] ..
+    first[r] + count[r] - 1 of 0 .. pages - 1. Built once per window and page size, in memory of the
+    requests' count, not their pages'."""
     first: np.ndarray
     count: np.ndarray
     pages: int
@@ -242,21 +242,41 @@ class PageAccesses:
         # devices lie DEVICE_SPAN_BYTES apart, a multiple of any page size: their pages never mix
         low = (window.offset_bytes // np.uint64(page_bytes)).astype(np.int64)
         high = ((window.offset_bytes + window.length_bytes - np.uint64(1)) // np.uint64(page_bytes)).astype(np.int64)
-        # the union of the requests' page ranges, as disjoint segments numbered one after the other
-        order = np.argsort(low)
-        low_sorted = low[order]
-        reach = np.maximum.accumulate(high[order])
-        opens = np.r_[True, low_sorted[1:] > reach[:-1]]
-        starts = np.flatnonzero(opens)
-        segment = np.cumsum(opens) - 1
-        lengths = reach[np.r_[starts[1:] - 1, len(low_sorted) - 1]] - low_sorted[starts] + 1
-        if lengths.sum() >= 2**31:
-            raise StudyInputError(f"the window touches {lengths.sum():,} pages of {page_bytes} bytes; the cache "
-                                  "simulation takes fewer than 2^31")
-        base = np.cumsum(lengths) - lengths
-        first = np.empty(len(low), dtype=np.int64)
-        first[order] = base[segment] + low_sorted - low_sorted[starts][segment]
-        return cls(first, (high - low + 1).astype(np.int32), int(lengths.sum()))
+        device = (window.offset_bytes // np.uint64(DEVICE_SPAN_BYTES)).astype(np.int64)
+        first, pages = _pages_spanned(low, high, device)
+        if first is None:
+            first, pages = _pages_touched(low, high)
+        if pages >= 2**31:
+            raise StudyInputError(f"the window touches {pages:,} pages of {page_bytes} bytes; the cache simulation "
+                                  "takes fewer than 2^31")
+        return cls(first, (high - low + 1).astype(np.int32), pages)
+
+
+def _pages_spanned(low: np.ndarray, high: np.ndarray, device: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """Pages numbered from each device's lowest to its highest, one device after the other, when those spans
+    hold no more pages than there are requests (a window over a database's few GB: no sort); else None."""
+    spans = [(low[device == d].min(), high[device == d].max()) for d in range(device.max() + 1)]
+    lengths = np.array([hi - lo + 1 for lo, hi in spans], dtype=np.int64)
+    if lengths.sum() > len(low):
+        return None, 0
+    offset = np.cumsum(lengths) - lengths - np.array([lo for lo, _ in spans], dtype=np.int64)
+    return offset[device] + low, int(lengths.sum())
+
+
+def _pages_touched(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, int]:
+    """Pages numbered over the union of the requests' page ranges only: its disjoint segments one after the
+    other."""
+    order = np.argsort(low)
+    low_sorted = low[order]
+    reach = np.maximum.accumulate(high[order])
+    opens = np.r_[True, low_sorted[1:] > reach[:-1]]
+    starts = np.flatnonzero(opens)
+    segment = np.cumsum(opens) - 1
+    lengths = reach[np.r_[starts[1:] - 1, len(low_sorted) - 1]] - low_sorted[starts] + 1
+    base = np.cumsum(lengths) - lengths
+    first = np.empty(len(low), dtype=np.int64)
+    first[order] = base[segment] + low_sorted - low_sorted[starts][segment]
+    return first, int(lengths.sum())
 
 
 def cache_hits(window: Window, page_bytes: int, capacity_bytes: int, policy: str,

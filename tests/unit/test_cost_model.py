@@ -94,12 +94,14 @@ def test_the_cache_s_hits_are_replayed_on_the_fast_profile_once_they_fit():
     assert costs.loc[costs["policy"] == "admitting", "hits"].tolist() == [0, 0]
 
 
-def random_window(seed: int, count: int) -> pd.DataFrame:
-    """Reads and writes of 4 to 64 KiB over two devices' first MiB, some sequential: pages read again often."""
+def random_window(seed: int, count: int, span_kib: int = 1024) -> pd.DataFrame:
+    """Reads and writes of 4 to 64 KiB at 300 places in two devices' first span_kib, some sequential: pages are
+    read again often; over the first MiB they span fewer pages than there are requests."""
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame({"ts_s": np.arange(count) * 1e-4, "object": "a",
                           "op": rng.choice(["R", "W"], count, p=[0.9, 0.1]),
-                          "sector": rng.integers(0, 256, count) * 8, "request_size_sectors": rng.integers(1, 17, count) * 8,
+                          "sector": rng.choice(rng.integers(0, span_kib // 4, 300), count) * 8,
+                          "request_size_sectors": rng.integers(1, 17, count) * 8,
                           "device": rng.choice(["7:0", "7:1"], count), "sequential": rng.random(count) < 0.3})
     return frame.assign(tier=frame["device"].map({"7:0": "optane", "7:1": "nand"}), piece=0)
 
@@ -127,11 +129,12 @@ def brute_force_hits(requests: pd.DataFrame, page_bytes: int, capacity_pages: in
     return hits
 
 
+@pytest.mark.parametrize("span_kib", [1024, 1 << 30])
 @pytest.mark.parametrize("policy", ["lru", "admitting"])
 @pytest.mark.parametrize("capacity_pages", [0, 1, 7, 40, 1000])
-def test_the_cache_simulation_agrees_with_a_brute_force_one_on_random_traces(policy, capacity_pages):
+def test_the_cache_simulation_agrees_with_a_brute_force_one_on_random_traces(policy, capacity_pages, span_kib):
     for seed in range(3):
-        requests = random_window(seed, 2000)
+        requests = random_window(seed, 2000, span_kib)
         assert cost_model.cache_hits(of(requests), 16384, capacity_pages * 16384, policy).tolist() == \
             brute_force_hits(requests, 16384, capacity_pages, policy)
 
