@@ -487,7 +487,8 @@ def write_devices_report(run_dir: Path, result: dict, fitted: dict[str, dict]) -
     sections = [f"<p>Measured {html.escape(result['measured_at'])}: {result['runtime_s']} s per job, sustained "
                 f"writes {result['sustained_s']} s, on a {result['scratch_bytes'] >> 20} MiB scratch file per tier "
                 "(O_DIRECT, libaio). The curves and the small reads' table are as measured, in the host's time; the "
-                "profiles are in the model's time (each tier's dilation taken out).</p>", plot_device_curves(jobs, device_fit.sustained_rows(result))]
+                "profiles are in the model's time (each tier's dilation taken out).</p>",
+                plot_device_curves(jobs, device_fit.sustained_rows(result))]
     for tier in result["tiers"]:
         values = fitted[tier["name"]]
         table = (device_fit.comparison(tier, values) if tier.get("profile")
