@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "model.h"
 #include "profile.h"
 
@@ -62,6 +63,12 @@ struct emulator {
 	uint64_t flushes;
 	uint64_t discards;
 	uint64_t started_ns;
+	/* a hybrid device: a cache of its pages on a faster device (cache.h), whose
+	 * hits that device's model serves; set by the `cache` control command */
+	const char *cache_profile_path;
+	struct model cache_model;
+	struct cache cache;
+	int cache_on;
 };
 
 static struct emulator emu = {.lock = PTHREAD_MUTEX_INITIALIZER, .model_enabled = 1, .dilation = 1.0};
@@ -224,6 +231,28 @@ static uint64_t host_cost_ns(uint64_t latency_ns, size_t size)
 	return cost > 0 ? (uint64_t)cost : 0;
 }
 
+/* One request to the model that serves it: with a cache on, a read it holds
+ * whole goes to the cache's device (counted as a hit, not in the classes),
+ * everything else to the device's own model; then the cache takes the access. */
+static void submit(uint64_t model_now, enum model_op op, uint64_t off, uint64_t size, struct model_decision *d)
+{
+	int hit = emu.cache_on && op == MODEL_READ && cache_holds(&emu.cache, off, size);
+
+	if (hit) {
+		model_submit(&emu.cache_model, model_now, op, off, size, d);
+		emu.cache.read_hits++;
+	} else {
+		model_submit(&emu.model, model_now, op, off, size, d);
+		emu.classes[d->cls].count++;
+		emu.classes[d->cls].bytes += size;
+		emu.classes[d->cls].modelled_ns += d->done_ns - model_now;
+		emu.interfered_reads += (uint64_t)d->interfered;
+		emu.cache.read_misses += emu.cache_on && op == MODEL_READ;
+	}
+	if (emu.cache_on)
+		cache_access(&emu.cache, off, size, op == MODEL_WRITE, !hit && d->cls == CLASS_READ_SEQUENTIAL);
+}
+
 /* Decide the request's completion; returns when to reply (0: at once), less the host's own cost.
  * The model runs on its own clock, the host's divided by the dilation, so that
  * every latency, queue and buffer of the model stretches alike and each ratio
@@ -239,11 +268,7 @@ static uint64_t model_due(enum model_op op, off_t off, size_t size)
 		return 0;
 	}
 	model_now = (uint64_t)((double)(now - emu.epoch_ns) / emu.dilation);
-	model_submit(&emu.model, model_now, op, (uint64_t)off, size, &d);
-	emu.classes[d.cls].count++;
-	emu.classes[d.cls].bytes += size;
-	emu.classes[d.cls].modelled_ns += d.done_ns - model_now;
-	emu.interfered_reads += (uint64_t)d.interfered;
+	submit(model_now, op, (uint64_t)off, size, &d);
 	done = emu.epoch_ns + (uint64_t)((double)d.done_ns * emu.dilation);
 	overhead = host_cost_ns(done - now, size);
 	due = done > now + overhead ? done - overhead : 0;
@@ -415,8 +440,16 @@ static int stats_json(char *buf, size_t len)
 			      ", \"modelled_us\": %.1f}",
 			      c ? ", " : "", model_class_names[c], emu.classes[c].count, emu.classes[c].bytes,
 			      emu.classes[c].modelled_ns / 1000.0);
-	if (n < (int)len)
-		n += snprintf(buf + n, len - (size_t)n, "}}\n");
+	if (n < (int)len && emu.cache_on)
+		n += snprintf(buf + n, len - (size_t)n,
+			      "}, \"cache\": {\"model\": \"%s\", \"policy\": \"%s\", \"capacity_bytes\": %" PRIu64
+			      ", \"page_bytes\": %" PRIu64 ", \"cached_bytes\": %" PRIu64 ", \"read_hits\": %" PRIu64
+			      ", \"read_misses\": %" PRIu64 ", \"admitted\": %" PRIu64 ", \"evicted\": %" PRIu64 "}}\n",
+			      emu.cache_model.p.name, emu.cache.policy, emu.cache.capacity_pages * emu.cache.page_bytes,
+			      emu.cache.page_bytes, emu.cache.used * emu.cache.page_bytes, emu.cache.read_hits,
+			      emu.cache.read_misses, emu.cache.admitted, emu.cache.evicted);
+	else if (n < (int)len)
+		n += snprintf(buf + n, len - (size_t)n, "}, \"cache\": null}\n");
 	pthread_mutex_unlock(&emu.lock);
 	return n < (int)len ? n : -1;
 }
@@ -425,7 +458,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
 	(void)fi;
 	if (ino == INO_STATS) {
-		char buf[2048];
+		char buf[4096];
 		int n = stats_json(buf, sizeof(buf));
 
 		if (n < 0 || off >= n)
@@ -451,10 +484,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
  * SHORT_US LONG_AT_US LONG_US` what replies still miss by at two modelled
  * latencies (added to that cost); `model on|off` switches the model (off
  * while calibrating); `dilation K` stretches modelled
- * time K times (1 <= K <= 1000) and starts the model afresh on its new clock. */
+ * time K times (1 <= K <= 1000) and starts the model afresh on its new clock;
+ * `cache CAPACITY_BYTES PAGE_BYTES lru|admitting` puts an empty cache of the
+ * --cache-profile device in front of this one, `cache reset` empties it (its
+ * counters stay) and `cache off` removes it. */
 static int control(const char *buf, size_t size)
 {
-	char line[128], word[16];
+	char line[128], word[16], err[256];
+	unsigned long long capacity_bytes, page_bytes;
+	struct cache fresh;
 	double fixed_us, per_kib_us, dilation, short_at_us, short_us, long_at_us, long_us;
 	struct model_params params;
 
@@ -491,6 +529,30 @@ static int control(const char *buf, size_t size)
 		emu.epoch_ns = mono_ns();
 		params = emu.model.p;
 		model_init(&emu.model, &params);
+		params = emu.cache_model.p;
+		model_init(&emu.cache_model, &params);
+		pthread_mutex_unlock(&emu.lock);
+		return 0;
+	}
+	if (sscanf(line, "cache %llu %llu %15s", &capacity_bytes, &page_bytes, word) == 3) {
+		if (!emu.cache_profile_path || cache_init(&fresh, emu.size, capacity_bytes, page_bytes, word, err,
+							  sizeof(err)) != 0)
+			return EINVAL;
+		pthread_mutex_lock(&emu.lock);
+		if (emu.cache_on)
+			cache_free(&emu.cache);
+		emu.cache = fresh;
+		emu.cache_on = 1;
+		pthread_mutex_unlock(&emu.lock);
+		return 0;
+	}
+	if (sscanf(line, "cache %15s", word) == 1 && (strcmp(word, "reset") == 0 || strcmp(word, "off") == 0)) {
+		pthread_mutex_lock(&emu.lock);
+		if (emu.cache_on && strcmp(word, "reset") == 0)
+			cache_reset(&emu.cache);
+		else if (emu.cache_on)
+			cache_free(&emu.cache);
+		emu.cache_on = emu.cache_on && strcmp(word, "reset") == 0;
 		pthread_mutex_unlock(&emu.lock);
 		return 0;
 	}
@@ -579,35 +641,89 @@ static const struct fuse_lowlevel_ops ops = {
 };
 
 /* Lines `AT_US r|w OFFSET LENGTH` in; the model's decision for each out. */
-static int simulate(const struct model_params *p)
-{
-	struct model m;
-	struct model_decision d;
-	char line[256], op;
+struct sim_request {
 	double at_us;
+	char op;
 	uint64_t offset, length;
+};
+
+/* Every request on standard input (a cache is sized by the device, here the
+ * furthest byte asked for); NULL after saying which line was wrong. */
+static struct sim_request *read_requests(size_t *count, uint64_t *end)
+{
+	struct sim_request *all = NULL, *grown, r;
+	size_t capacity = 0;
+	char line[256];
 	int lineno = 0;
 
-	model_init(&m, p);
-	printf("at_us op offset length class interfered start_us done_us latency_us\n");
+	*count = 0;
+	*end = 0;
 	while (fgets(line, sizeof(line), stdin)) {
-		uint64_t at_ns;
-
 		lineno++;
 		if (line[0] == '\n' || line[0] == '#')
 			continue;
-		if (sscanf(line, "%lf %c %" SCNu64 " %" SCNu64, &at_us, &op, &offset, &length) != 4 ||
-		    (op != 'r' && op != 'w') || at_us < 0 || length == 0) {
+		if (sscanf(line, "%lf %c %" SCNu64 " %" SCNu64, &r.at_us, &r.op, &r.offset, &r.length) != 4 ||
+		    (r.op != 'r' && r.op != 'w') || r.at_us < 0 || r.length == 0) {
 			fprintf(stderr, "tierlab-emu: stdin:%d: expected `AT_US r|w OFFSET LENGTH`, got %s", lineno,
 				line);
+			free(all);
+			return NULL;
+		}
+		if (*count == capacity) {
+			capacity = capacity ? 2 * capacity : 1024;
+			grown = realloc(all, capacity * sizeof(*all));
+			if (!grown) {
+				fprintf(stderr, "tierlab-emu: no memory for %zu requests\n", capacity);
+				free(all);
+				return NULL;
+			}
+			all = grown;
+		}
+		all[(*count)++] = r;
+		if (r.offset + r.length > *end)
+			*end = r.offset + r.length;
+	}
+	if (!all)
+		all = malloc(sizeof(*all));
+	return all;
+}
+
+/* The requests through the same path as a served device's (submit), with the
+ * cache given as `CAPACITY_BYTES PAGE_BYTES POLICY` in front of it or NULL. */
+static int simulate(const struct model_params *p, const char *cache)
+{
+	struct model_decision d;
+	struct sim_request *all;
+	size_t count, i;
+	char err[256], policy[16];
+	unsigned long long capacity_bytes, page_bytes;
+
+	all = read_requests(&count, &emu.size);
+	if (!all)
+		return 2;
+	model_init(&emu.model, p);
+	if (cache) {
+		if (sscanf(cache, "%llu %llu %15s", &capacity_bytes, &page_bytes, policy) != 3 ||
+		    cache_init(&emu.cache, emu.size, capacity_bytes, page_bytes, policy, err, sizeof(err)) != 0) {
+			fprintf(stderr, "tierlab-emu: --cache %s: %s\n", cache,
+				strchr(cache, ' ') ? err : "expected CAPACITY_BYTES PAGE_BYTES lru|admitting");
+			free(all);
 			return 2;
 		}
-		at_ns = (uint64_t)(at_us * 1000.0);
-		model_submit(&m, at_ns, op == 'r' ? MODEL_READ : MODEL_WRITE, offset, length, &d);
-		printf("%.3f %c %" PRIu64 " %" PRIu64 " %s %d %.3f %.3f %.3f\n", at_us, op, offset, length,
-		       model_class_names[d.cls], d.interfered, d.start_ns / 1000.0, d.done_ns / 1000.0,
-		       (d.done_ns - at_ns) / 1000.0);
+		emu.cache_on = 1;
 	}
+	printf("at_us op offset length class interfered start_us done_us latency_us cache\n");
+	for (i = 0; i < count; i++) {
+		const struct sim_request *r = &all[i];
+		uint64_t at_ns = (uint64_t)(r->at_us * 1000.0), hits = emu.cache.read_hits;
+
+		submit(at_ns, r->op == 'r' ? MODEL_READ : MODEL_WRITE, r->offset, r->length, &d);
+		printf("%.3f %c %" PRIu64 " %" PRIu64 " %s %d %.3f %.3f %.3f %s\n", r->at_us, r->op, r->offset,
+		       r->length, model_class_names[d.cls], d.interfered, d.start_ns / 1000.0, d.done_ns / 1000.0,
+		       (d.done_ns - at_ns) / 1000.0,
+		       !emu.cache_on || r->op == 'w' ? "-" : emu.cache.read_hits > hits ? "hit" : "miss");
+	}
+	free(all);
 	return 0;
 }
 
@@ -698,8 +814,9 @@ static int job(const struct model_params *p, const char *rw, uint64_t block_byte
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: tierlab-emu --profile FILE --backing FILE MOUNTPOINT\n"
-			"       tierlab-emu --profile FILE --simulate < requests\n"
+	fprintf(stderr, "usage: tierlab-emu --profile FILE [--cache-profile FILE] --backing FILE MOUNTPOINT\n"
+			"       tierlab-emu --profile FILE [--cache-profile FILE --cache CAPACITY_BYTES PAGE_BYTES "
+			"lru|admitting] --simulate < requests\n"
 			"       tierlab-emu --profile FILE --job read|randread|write|randwrite BLOCK_BYTES IODEPTH\n");
 }
 
@@ -778,7 +895,8 @@ out_session:
 
 int main(int argc, char **argv)
 {
-	const char *profile = NULL, *backing = NULL, *mountpoint = NULL, *job_rw = NULL;
+	const char *profile = NULL, *backing = NULL, *mountpoint = NULL, *job_rw = NULL, *cache_profile = NULL;
+	char cache[128] = "";
 	unsigned long long job_block_bytes = 0, job_iodepth = 0;
 	int simulate_mode = 0, alone, i;
 	struct model_params p;
@@ -791,6 +909,12 @@ int main(int argc, char **argv)
 			backing = argv[++i];
 		else if (strcmp(argv[i], "--simulate") == 0)
 			simulate_mode = 1;
+		else if (strcmp(argv[i], "--cache-profile") == 0 && i + 1 < argc)
+			cache_profile = argv[++i];
+		else if (strcmp(argv[i], "--cache") == 0 && i + 3 < argc) {
+			snprintf(cache, sizeof(cache), "%s %s %s", argv[i + 1], argv[i + 2], argv[i + 3]);
+			i += 3;
+		}
 		else if (strcmp(argv[i], "--job") == 0 && i + 3 < argc) {
 			job_rw = argv[++i];
 			job_block_bytes = strtoull(argv[++i], NULL, 10);
@@ -803,7 +927,8 @@ int main(int argc, char **argv)
 		}
 	}
 	alone = simulate_mode || job_rw;
-	if (!profile || (simulate_mode && job_rw) || (alone ? (backing || mountpoint) : (!backing || !mountpoint))) {
+	if (!profile || (simulate_mode && job_rw) || (alone ? (backing || mountpoint) : (!backing || !mountpoint)) ||
+	    (cache[0] && (!simulate_mode || !cache_profile)) || (cache_profile && job_rw)) {
 		usage();
 		return 2;
 	}
@@ -812,7 +937,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	emu.profile_path = profile;
+	if (cache_profile) {
+		struct model_params cache_params;
+
+		if (profile_load(cache_profile, &cache_params, err, sizeof(err)) != 0) {
+			fprintf(stderr, "tierlab-emu: --cache-profile: %s\n", err);
+			return 2;
+		}
+		model_init(&emu.cache_model, &cache_params);
+		emu.cache_profile_path = cache_profile;
+	}
 	if (job_rw)
 		return job(&p, job_rw, job_block_bytes, job_iodepth > 256 ? 0 : (unsigned)job_iodepth);
-	return simulate_mode ? simulate(&p) : serve(backing, mountpoint, &p);
+	return simulate_mode ? simulate(&p, cache[0] ? cache : NULL) : serve(backing, mountpoint, &p);
 }

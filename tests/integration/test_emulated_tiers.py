@@ -170,3 +170,36 @@ def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardow
     assert json.loads((root / "state" / "created.json").read_text()) == []
     assert str(root) not in Path("/proc/mounts").read_text()
     assert str(root) not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+
+
+def test_a_served_device_with_a_cache_in_front_serves_a_page_read_again_from_it(tmp_path):
+    """An emulator of its own (nand, with an optane cache of 1 MiB of 16 KiB pages), read through FUSE."""
+    subprocess.run(["make", "-s", "-C", str(ROOT / "emulator")], check=True)
+    backing, mountpoint = tmp_path / "device.img", tmp_path / "mnt"
+    backing.write_bytes(b"\0" * (16 << 20))
+    mountpoint.mkdir()
+    profiles = ROOT / "emulator" / "profiles"
+    emulator = subprocess.Popen([str(ROOT / "emulator" / "tierlab-emu"), "--profile", str(profiles / "nand.toml"),
+                                 "--cache-profile", str(profiles / "optane.toml"), "--backing", str(backing),
+                                 str(mountpoint)], stderr=subprocess.PIPE, text=True)
+    try:
+        while not (mountpoint / "stats").exists():
+            assert emulator.poll() is None, emulator.stderr.read()
+        (mountpoint / "control").write_text("cache 1048576 16384 lru")
+        fd = os.open(mountpoint / "device", os.O_RDONLY)
+        try:
+            for _ in range(2):
+                os.pread(fd, 16384, 0)
+            (mountpoint / "control").write_text("cache reset")
+            os.pread(fd, 16384, 0)
+        finally:
+            os.close(fd)
+        cache = json.loads((mountpoint / "stats").read_text())["cache"]
+        assert (cache["read_hits"], cache["read_misses"], cache["cached_bytes"]) == (1, 2, 16384)
+        assert (cache["model"], cache["policy"], cache["capacity_bytes"]) == ("optane", "lru", 1048576)
+        (mountpoint / "control").write_text("cache off")
+        assert json.loads((mountpoint / "stats").read_text())["cache"] is None
+    finally:
+        emulator.terminate()
+        emulator.wait(timeout=30)
+        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)

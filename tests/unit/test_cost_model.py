@@ -149,3 +149,34 @@ def test_the_in_process_replay_gives_the_latencies_tierlab_emu_simulate_gives():
     simulated = pd.read_csv(io.StringIO(done.stdout), sep=" ")["latency_us"].sum()
     roles = np.full(len(requests), cost_model.ROLES.index("capacity"), dtype=np.uint8)
     assert stream.latency_sum_us(roles, PROFILES) == pytest.approx(simulated, abs=0.001 * len(requests))
+
+
+def emulated_cache(requests: pd.DataFrame, capacity_bytes: int, policy: str) -> pd.DataFrame:
+    """The requests through tierlab-emu --simulate on nand with an optane cache of 16 KiB pages in front: its
+    class and cache column per request."""
+    text = "".join(f"{ts * 1e6:.3f} {'w' if op == 'W' else 'r'} {sector * 512} {sectors * 512}\n" for ts, op, sector, sectors in
+                   zip(requests["ts_s"], requests["op"], requests["sector"], requests["request_size_sectors"], strict=True))
+    done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), "--cache-profile",
+                           str(PROFILES["fast"]), "--cache", str(capacity_bytes), "16384", policy, "--simulate"],
+                          input=text, capture_output=True, text=True, check=True)
+    return pd.read_csv(io.StringIO(done.stdout), sep=" ")
+
+
+@pytest.mark.parametrize("policy", ["lru", "admitting"])
+@pytest.mark.parametrize("capacity_pages", [1, 7, 40, 1000])
+def test_the_emulated_cache_serves_the_reads_the_cost_model_s_cache_simulation_says_it_hits(policy, capacity_pages):
+    # sequential runs of 16 KiB reads among random ones, so that the nand model detects streams
+    requests = random_window(11, 3000).assign(device="7:1", tier="nand")
+    runs = np.arange(len(requests)) % 50 < 10
+    requests.loc[runs, "op"] = "R"
+    requests.loc[runs, "request_size_sectors"] = 32
+    requests.loc[runs, "sector"] = 4096 + np.arange(runs.sum()) * 32
+    served = emulated_cache(requests, capacity_pages * 16384, policy)
+    # what the cache lets bypass it is a read the nand model served from its read-ahead
+    requests["sequential"] = (served["class"] == "read_sequential").to_numpy()
+    hits = cost_model.cache_hits(of(requests), 16384, capacity_pages * 16384, policy)
+    assert (served["cache"] == "hit").tolist() == hits.tolist()
+    assert 0 < hits.sum() < (requests["op"] == "R").sum()
+    # a hit costs the optane model (reads 100 us apart never queue there)
+    hit = served[served["cache"] == "hit"]
+    assert hit["latency_us"].tolist() == pytest.approx((8.4 + hit["length"] / 2500).tolist(), abs=0.002)
