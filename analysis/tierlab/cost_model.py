@@ -308,3 +308,14 @@ def cache_costs(window: Window, profiles: dict[str, Path], page_bytes: int,
     with ThreadPoolExecutor(WORKERS) as pool:
         rows = list(pool.map(lambda config: cost(*config), product(capacities_bytes, CACHE_POLICIES)))
     return pd.DataFrame(rows, columns=["capacity_bytes", "policy", "hits", "requests", "latency_sum_us"])
+
+
+def device_cache_hit_pct(requests: pd.DataFrame, page_bytes: int, capacity_bytes: int, policy: str) -> float:
+    """The share of a device's traced read requests that a cache of the policy in front of the whole device
+    serves: what a run with fast_cache should count on its capacity tier's emulated cache (which sees every
+    request of the device, whatever object it reads). NaN without reads."""
+    # every request as `other` of one role: only pages, writes and sequential reads matter to the cache
+    window = Window.of(requests.assign(object=OTHER), dict.fromkeys(requests["tier"].unique(), "capacity"), 1.0)
+    reads = window.writes == 0
+    hits = cache_hits(window, page_bytes, capacity_bytes, policy)
+    return 100.0 * float(hits[reads].sum()) / float(reads.sum()) if reads.any() else float("nan")

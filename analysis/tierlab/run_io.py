@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import device_profile
+from . import cost_model, device_profile
 from .attribute import attribute, extent_table
 from .block_trace import concat_requests
 from .contract import contract
@@ -250,6 +250,10 @@ def read_device_model(run_dir: Path) -> pd.DataFrame:
         # replies due before the host could send them: the share of the query's requests that the model did not hold
         served = frame[[c for c in frame.columns if c.endswith("_requests") and c != "model_interfered_reads"]].sum(axis=1)
         frame["model_late_pct"] = np.where(served > 0, 100.0 * frame["model_late"] / served.where(served > 0, 1), np.nan)
+        if "model_cache_read_hits" in frame:
+            cached = frame["model_cache_read_hits"] + frame["model_cache_read_misses"]
+            frame["model_cache_hit_pct"] = np.where(cached > 0, 100.0 * frame["model_cache_read_hits"]
+                                                    / cached.where(cached > 0, 1), np.nan)
     return frame
 
 
@@ -277,6 +281,9 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     trace_counts, and the parameters the metrics were computed with. The traces are read one query window
     at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go."""
     page_bytes = run.study["study"]["page_size_bytes"]
+    # runs from before fast_cache existed had none
+    fast_cache = run.study["study"].get("fast_cache_bytes", 0)
+    capacity_tier = next((t["name"] for t in run.tiers if t["role"] == "capacity"), None) if fast_cache else None
     rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": [], "counts": []}
     latency: dict[str, np.ndarray] = {}
     # written beside its place and moved there when every window is read, so that a failure leaves no half file
@@ -298,6 +305,10 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
             key = {"query": window.query, "try": window.attempt}
             pieces = Pieces.of(requests, page_bytes)
             rows["query"].append({**key, **access_summary(pieces, random_threshold, repeat_threshold)})
+            if fast_cache:
+                # what the cost model says the capacity tier's emulated cache served, beside what it counted
+                rows["query"][-1]["cache_hit_pct_simulated"] = cost_model.device_cache_hit_pct(
+                    requests[requests["tier"] == capacity_tier], page_bytes, fast_cache, run.study["study"]["fast_cache_policy"])
             # groups by the categoricals' codes (their categories are sorted, so the groups come out sorted)
             tiers, objects = requests["tier"].cat, requests["object"].cat
             tier_codes, object_codes = tiers.codes.to_numpy()[pieces.row], objects.codes.to_numpy()[pieces.row]

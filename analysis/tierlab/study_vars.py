@@ -29,6 +29,8 @@ FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 BUFFERED_FLUSH_METHODS = ("fsync", "O_DSYNC")
 TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
+# how the fast tier as a block cache (fast_cache) admits pages: the cost model's CACHE_POLICIES
+FAST_CACHE_POLICIES = ("admitting", "lru")
 # the planner's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
 # forced by leaving the other methods out (E5 of the study)
 JOIN_PLANS = ("optimizer", "hash", "index")
@@ -187,7 +189,8 @@ WORKLOAD_VARIABLES = {
 
 # the variables of one run (README: Variables), besides resume and results_dir
 RUN_VARIABLES = ("engine", "layout", "queries", "page_size", "buffer_pool", "query_timeout_s", "tries", "cold", "trace",
-                 "trace_backend", "system_tier", *WORKLOAD_VARIABLES, *ENGINE_VARIABLES)
+                 "trace_backend", "system_tier", "fast_cache", "fast_cache_policy", *WORKLOAD_VARIABLES,
+                 *ENGINE_VARIABLES)
 
 
 def _scoped_variables(values: dict, variables: dict, scope: str, chosen: str) -> dict:
@@ -294,9 +297,35 @@ def _buffered_flush_method(given, compression: str) -> str:
     return given
 
 
-def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None) -> dict:
-    """The normalized study settings from raw -e values (strings or typed); tier_filesystems as the
-    tiers declare them (validate_tiers), by role."""
+def _fast_cache(values: dict, layout: str, fast_tier_bytes: int | None, tier_emulations: dict[str, str] | None) -> dict:
+    """fast_cache (a size, or empty for none) and fast_cache_policy, checked: the cache is emulated, in front of the
+    capacity tier, which then holds every table, and no larger than the fast tier."""
+    given = str(values.get("fast_cache") or "").strip()
+    policy = values.get("fast_cache_policy") or FAST_CACHE_POLICIES[0]
+    if not given or given.lower() == "none":
+        if values.get("fast_cache_policy"):
+            raise StudyInputError(f"fast_cache_policy={policy} was given without fast_cache: give the cache's size too "
+                                  "(e.g. -e fast_cache=1G), or leave the policy out")
+        return {"fast_cache": "none", "fast_cache_bytes": 0, "fast_cache_policy": policy}
+    size = parse_bytes("fast_cache", given)
+    policy = _choice("fast_cache_policy", policy, FAST_CACHE_POLICIES)
+    if layout != "None":
+        raise StudyInputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
+                              f"every table: give layout=None (got layout={layout})")
+    if tier_emulations is not None and (tier_emulations.get(FAST), tier_emulations.get("capacity")) != ("model", "model"):
+        raise StudyInputError(f"fast_cache={given}: the cache is emulated by the tiers' device models, so both tiers must "
+                              f"have emulation: model (these have fast: {tier_emulations.get(FAST)}, capacity: "
+                              f"{tier_emulations.get('capacity')}); on real devices make the capacity tier an lvmcache, "
+                              "dm-cache or bcache device instead")
+    if fast_tier_bytes is not None and size > fast_tier_bytes:
+        raise StudyInputError(f"fast_cache={given} is larger than the fast tier ({human_bytes(fast_tier_bytes)})")
+    return {"fast_cache": given, "fast_cache_bytes": size, "fast_cache_policy": policy}
+
+
+def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None,
+             tier_emulations: dict[str, str] | None = None) -> dict:
+    """The normalized study settings from raw -e values (strings or typed); tier_filesystems and
+    tier_emulations as the tiers declare them (validate_tiers), by role."""
     workload = values.get("workload", "tpch")
     if workload not in WORKLOADS:
         raise _fail("workload", workload, ", ".join(WORKLOADS))
@@ -336,6 +365,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
         "trace_backend": _choice("trace_backend", values["trace_backend"], TRACE_BACKENDS),
         **engine_variables,
         "system_tier": _choice("system_tier", values["system_tier"], TIERS),
+        **_fast_cache(values, layout, None if fast_tier_bytes is None else int(fast_tier_bytes), tier_emulations),
         "resume": str(values.get("resume") or ""),
     }
     study["scale"] = scale_name(study)

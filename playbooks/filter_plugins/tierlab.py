@@ -6,9 +6,9 @@ from tierlab.errors import StudyInputError
 from tierlab.study_vars import buffer_pool_bytes, memory_limit_bytes, parse_bytes, validate, validate_dilation, validate_tiers
 
 
-def tierlab_study(values, fast_tier_bytes=None, tier_filesystems=None):
+def tierlab_study(values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
     try:
-        return validate(dict(values), fast_tier_bytes, tier_filesystems)
+        return validate(dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

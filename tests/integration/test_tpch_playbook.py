@@ -167,3 +167,25 @@ def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path
     subprocess.run(["chromium", *flags, "--window-size=1200,2000", f"--screenshot={shot}", report.as_uri()],
                    capture_output=True, timeout=120, check=True)
     assert shot.stat().st_size > 50_000
+
+
+@pytest.fixture(scope="module")
+def cache_run(study, layout_runs):
+    """Q3 with every table on nand and a 4 MiB LRU cache of optane in front of it."""
+    return study.run("None", queries="3", fast_cache="4M", fast_cache_policy="lru")
+
+
+def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model_s(cache_run):
+    tier = pd.read_csv(cache_run / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
+    assert tier["model_cache_read_hits"] > 0 and tier["model_cache_read_misses"] > 0, tier
+    query = pd.read_csv(cache_run / "tables" / "query_metrics.csv").iloc[0]
+    # the same cache on the same requests (the emulator sees them after the loop device and FUSE)
+    assert abs(query["cache_hit_pct_simulated"] - tier["model_cache_hit_pct"]) <= 5, (query, tier)
+    manifest = json.loads((cache_run / "manifest.json").read_text())
+    assert (manifest["study"]["fast_cache_bytes"], manifest["study"]["fast_cache_policy"]) == (4 << 20, "lru")
+
+
+def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touched(study, layout_runs):
+    done = study.playbook("tpch.yml", check=False, layout="C+O", fast_cache="4M")
+    assert done.returncode != 0
+    assert "fast_cache=4M makes the fast tier a cache of the capacity tier" in done.stdout

@@ -1,13 +1,16 @@
+import re
+
 import pytest
 
+from tierlab import cost_model
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import buffer_pool_bytes, check_fit, memory_limit_bytes, validate
+from tierlab.study_vars import FAST_CACHE_POLICIES, buffer_pool_bytes, check_fit, memory_limit_bytes, validate
 
 # as group_vars/all.yml has them: an empty value is the engine's default
 DEFAULTS = {
     "engine": "mariadb", "layout": "C+O", "scale_factor": "0.1", "queries": "all", "page_size": "",
     "buffer_pool": "5%", "query_timeout_s": "1800", "tries": "1", "cold": "True", "trace": "True",
-    "trace_backend": "auto", "system_tier": "capacity", "resume": "",
+    "trace_backend": "auto", "system_tier": "capacity", "resume": "", "fast_cache": "", "fast_cache_policy": "",
     "io_threads": "", "flush_method": "", "read_ahead_threshold": "", "random_read_ahead": "", "compression": "",
     "os_cache": "", "parallel_workers": "", "join_plan": "", "fast_seq_page_cost": "",
     "fast_random_page_cost": "", "capacity_seq_page_cost": "", "capacity_random_page_cost": "",
@@ -283,3 +286,48 @@ def test_a_sysbench_layout_that_does_not_fit_names_its_tables_and_rows():
                                      "tier (sbtest1 3.03 GiB, ")
     assert str(err.value).endswith("and 4 more), but the fast tier holds 5.40 GiB usable of 6.00 GiB; choose fewer "
                                    "tables, a smaller table_size, or a larger fast tier")
+
+
+MODELLED = {"fast": "model", "capacity": "model"}
+
+
+def test_no_fast_cache_by_default():
+    result = study()
+    assert (result["fast_cache"], result["fast_cache_bytes"], result["fast_cache_policy"]) == ("none", 0, "admitting")
+
+
+def test_a_fast_cache_takes_a_size_and_a_policy_on_modelled_tiers_with_every_table_on_the_capacity_tier():
+    result = validate({**DEFAULTS, "layout": "None", "fast_cache": "256M", "fast_cache_policy": "lru"},
+                      fast_tier_bytes=1 << 30, tier_emulations=MODELLED)
+    assert (result["fast_cache"], result["fast_cache_bytes"], result["fast_cache_policy"]) == ("256M", 256 << 20, "lru")
+
+
+def test_a_fast_cache_with_tables_on_the_fast_tier_is_refused():
+    with pytest.raises(StudyInputError, match=r"fast_cache=1G makes the fast tier a cache of the capacity tier, which "
+                                              r"then holds every table: give layout=None \(got layout=C\+O\)"):
+        study(fast_cache="1G")
+
+
+def test_a_fast_cache_on_real_devices_is_refused_with_what_to_do_instead():
+    with pytest.raises(StudyInputError, match="both tiers must have emulation: model .*fast: none, capacity: none.*"
+                                              "lvmcache, dm-cache or bcache"):
+        validate({**DEFAULTS, "layout": "None", "fast_cache": "1G"}, tier_emulations={"fast": "none", "capacity": "none"})
+
+
+def test_a_fast_cache_larger_than_the_fast_tier_is_refused():
+    with pytest.raises(StudyInputError, match=r"fast_cache=2G is larger than the fast tier \(1.00 GiB\)"):
+        validate({**DEFAULTS, "layout": "None", "fast_cache": "2G"}, fast_tier_bytes=1 << 30, tier_emulations=MODELLED)
+
+
+@pytest.mark.parametrize(("changes", "said"), [
+    ({"fast_cache": "lots"}, "fast_cache='lots' is not allowed"),
+    ({"fast_cache": "1G", "fast_cache_policy": "fifo"}, "fast_cache_policy='fifo' is not allowed; allowed: admitting, lru"),
+    ({"fast_cache_policy": "lru"}, "fast_cache_policy=lru was given without fast_cache"),
+])
+def test_a_bad_fast_cache_setting_is_refused(changes, said):
+    with pytest.raises(StudyInputError, match=re.escape(said)):
+        study(layout="None", **changes)
+
+
+def test_the_fast_cache_policies_are_the_cost_model_s():
+    assert set(FAST_CACHE_POLICIES) == set(cost_model.CACHE_POLICIES)

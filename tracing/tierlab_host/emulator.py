@@ -119,9 +119,10 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
                                            "its tier must be brought up again to use the new one"))
         return mountpoint / "device", False
     log = mountpoint.with_suffix(".log")
+    cache = ["--cache-profile", spec["cache_profile_file"]] if spec.get("cache_profile_file") else []
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [spec["emulator"], "--profile", spec["profile_file"], "--backing", str(image), str(mountpoint)],
+            [spec["emulator"], "--profile", spec["profile_file"], *cache, "--backing", str(image), str(mountpoint)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
         )
     entry = {"tier": spec["name"], "pid": proc.pid, "mountpoint": str(mountpoint), "log": str(log)}
@@ -335,7 +336,28 @@ def counter_delta(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         counts = {f"{cls}_requests": now["classes"][cls]["requests"] - then["classes"][cls]["requests"]
                   for cls in now["classes"]}
         delta[tier] = {**counts, **{key: now[key] - then[key] for key in ("interfered_reads", "late")}}
+        if now.get("cache") and then.get("cache"):
+            delta[tier].update({f"cache_{key}": now["cache"][key] - then["cache"][key]
+                                for key in ("read_hits", "read_misses")})
     return delta
+
+
+def cache_tier(tiers: list[dict]) -> dict:
+    """The tier (its facts) whose emulator puts a cache of the fast tier's device in front of its own."""
+    capable = [t for t in tiers if t.get("cache_capable")]
+    if not capable:
+        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
+                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
+                        "down and bring them up again if they are older)")
+    return capable[0]
+
+
+def cache(tier: dict, command: str) -> None:
+    """One cache command to the tier's emulator: CAPACITY_BYTES PAGE_BYTES POLICY, reset or off."""
+    try:
+        _control(tier, f"cache {command}")
+    except OSError as exc:
+        raise HostError(f"tier {tier['name']}: its emulator refused `cache {command}`: {exc.strerror}") from None
 
 
 def stop_recorded(entry: dict) -> None:

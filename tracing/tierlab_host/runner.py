@@ -232,12 +232,19 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                                      spec["trace"]["devices"], spec["trace"]["buffer_size_kb"])
         (raw / "trace_backend.json").write_text(json.dumps({"backend": backend.name, "devices": spec["trace"]["devices"]}))
     failed_tries = 0
+    # the fast tier as a block cache of the capacity tier (fast_cache): empty when each cold try starts
+    cached = spec.get("fast_cache")
+    cache_tier = emulator.cache_tier(spec["tiers"]) if cached else None
     try:
+        if cache_tier:
+            emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}")
         for query, attempt in _pending(spec, done):
             current = step(spec, query)
             label = f"{query}_try{attempt}"
             if spec["cold"]:
                 _cold_restart(db)
+                if cache_tier:
+                    emulator.cache(cache_tier, "reset")
             elif not db.ping():
                 db.start()
             current.warm_up(db, raw, label)
@@ -278,6 +285,8 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     finally:
         if backend:
             backend.close()
+        if cache_tier:
+            emulator.cache(cache_tier, "off")
     return {"changed": True, "rows_file": str(rows_file), "failed_tries": failed_tries}
 
 

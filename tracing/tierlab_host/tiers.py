@@ -9,6 +9,7 @@ A tier spec (one JSON object per tier, from the Ansible tiers role):
              "none"     (a real mount point, or a real device to format),
   image, size_bytes                              (model and throttle)
   profile_file, emulator, emulator_mountpoint,
+  cache_profile_file (optional: the fast tier's profile, for a cache in front),
   dilation ("auto" or a number; the same on every model tier)   (model)
   throttle: {read_iops, write_iops, read_bps, write_bps}   (throttle)
   device, format               (none only: a device to format and mount)
@@ -205,6 +206,9 @@ def up(specs: list[dict]) -> dict:
             "backing_image": spec.get("image"),
             "profile": _profile_facts(spec) if spec["emulation"] == "model" else None,
             "calibration": emulator.calibration(spec["emulator_mountpoint"]) if spec["emulation"] == "model" else None,
+            "emulator_mountpoint": spec.get("emulator_mountpoint"),
+            # whether the emulator can put a cache of the fast tier's device in front of this one (fast_cache)
+            "cache_capable": bool(spec.get("cache_profile_file")),
             "throttle": throttle,
             "read_ahead_kb": int((queue_dir(device) / "read_ahead_kb").read_text()),
             "scheduler": (queue_dir(device) / "scheduler").read_text().strip(),
