@@ -285,14 +285,19 @@ def _devices(args) -> None:
                           "made under results/)") from None
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{source}: not JSON ({exc}); run playbooks/devices.yml again") from None
+    try:
+        fitted = {tier["name"]: device_fit.fit(tier) for tier in result["tiers"]}
+        tables = {"device_jobs": device_fit.job_rows(result), "device_sustained": device_fit.sustained_rows(result)}
+    except (KeyError, ValueError, TypeError) as exc:
+        # a file cut short or edited: every job of the suite is needed, and nothing is written without them
+        raise RunDirError(f"{source} does not hold the device suite's measurements ({type(exc).__name__}: {exc}); "
+                          "run playbooks/devices.yml again") from None
     (run_dir / "profiles").mkdir(exist_ok=True)
-    fitted = {}
     for tier in result["tiers"]:
-        fitted[tier["name"]] = device_fit.fit(tier)
         path = run_dir / "profiles" / f"{tier['name']}.toml"
         path.write_text(device_fit.profile_text(tier, fitted[tier["name"]], str(source)))
         print(f"{path}: " + ", ".join(f"{k} {v}" for k, v in fitted[tier["name"]].items()))
-    write_tables(run_dir, {"device_jobs": device_fit.job_rows(result), "device_sustained": device_fit.sustained_rows(result)})
+    write_tables(run_dir, tables)
     from .report import write_devices_report
 
     print(write_devices_report(run_dir, result, fitted))

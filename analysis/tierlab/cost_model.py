@@ -1,8 +1,9 @@
 """The trace-driven cost model: a traced query's requests re-costed on each tier's device model.
 
-The device model is the emulator's own (`tierlab-emu --simulate`), not a second one: each request is
-submitted at the time it was dispatched in the traced run (in the model's time: the run's time divided by
-its dilation), and the model gives its latency on the profile's device.
+The device model is the emulator's own (emulator/src/model.c, loaded in-process from
+emulator/libtierlab-model.so), not a second one: each request is submitted at the time it was dispatched
+in the traced run (in the model's time: the run's time divided by its dilation), and the model gives its
+latency on the profile's device.
 
 How a query's time follows (docs/recommend.md states the same for users):
 - its non-I/O time (elapsed minus the time with a request in flight) does not depend on placement;

@@ -1,6 +1,10 @@
 """A profile fitted to the device suite's measurements: what a device of a known profile would measure gives
 that profile back."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from tierlab import device_fit
@@ -76,3 +80,15 @@ def test_the_fitted_profile_is_the_emulator_s_toml_with_each_parameter_s_source(
     assert parse(text, "fitted")["read_random_us"] == pytest.approx(88.6)
     assert "# p50 of 4 KiB random reads at QD1, less the transfer\nread_random_us = 88.6\n" in text
     assert text.startswith("# nand (capacity tier), fitted by `tierlab devices` from results/devices_x/raw/devices.json\n")
+
+
+def test_devices_refuses_measurements_cut_short_before_writing_anything(tmp_path):
+    tier = measured(load(profile_path("nand")), buffer_bytes=275e6, pause_us=3000)
+    tier["jobs"] = [j for j in tier["jobs"] if j["kind"] != "sustained"]
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "devices.json").write_text(json.dumps({"tiers": [tier]}))
+    done = subprocess.run([sys.executable, "-m", "tierlab", "devices", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "does not hold the device suite's measurements (ValueError: not enough values to unpack" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]

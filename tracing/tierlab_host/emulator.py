@@ -342,14 +342,9 @@ def counter_delta(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     return delta
 
 
-def cache_tier(tiers: list[dict]) -> dict:
-    """The tier (its facts) whose emulator puts a cache of the fast tier's device in front of its own."""
-    capable = [t for t in tiers if t.get("cache_capable")]
-    if not capable:
-        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
-                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
-                        "down and bring them up again if they are older)")
-    return capable[0]
+def cache_tier(tiers: list[dict]) -> dict | None:
+    """The tier (its facts) whose emulator can put a cache of the fast tier's device in front of its own."""
+    return next((t for t in tiers if t.get("cache_capable")), None)
 
 
 def cache(tier: dict, command: str) -> None:

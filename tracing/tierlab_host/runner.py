@@ -234,16 +234,22 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     failed_tries = 0
     # the fast tier as a block cache of the capacity tier (fast_cache): empty when each cold try starts
     cached = spec.get("fast_cache")
-    cache_tier = emulator.cache_tier(spec["tiers"]) if cached else None
+    cache_tier = emulator.cache_tier(spec["tiers"])
+    if cached and not cache_tier:
+        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
+                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
+                        "down and bring them up again if they are older)")
     try:
         if cache_tier:
-            emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}")
+            # what this run asks for, whatever a run that was killed left
+            emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}"
+                           if cached else "off")
         for query, attempt in _pending(spec, done):
             current = step(spec, query)
             label = f"{query}_try{attempt}"
             if spec["cold"]:
                 _cold_restart(db)
-                if cache_tier:
+                if cached:
                     emulator.cache(cache_tier, "reset")
             elif not db.ping():
                 db.start()
@@ -285,7 +291,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     finally:
         if backend:
             backend.close()
-        if cache_tier:
+        if cached:
             emulator.cache(cache_tier, "off")
     return {"changed": True, "rows_file": str(rows_file), "failed_tries": failed_tries}
 
