@@ -288,7 +288,7 @@ def _devices(args) -> None:
     try:
         fitted = {tier["name"]: device_fit.fit(tier) for tier in result["tiers"]}
         tables = {"device_jobs": device_fit.job_rows(result), "device_sustained": device_fit.sustained_rows(result)}
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, ZeroDivisionError, StopIteration) as exc:
         # a file cut short or edited: every job of the suite is needed, and nothing is written without them
         raise RunDirError(f"{source} does not hold the device suite's measurements ({type(exc).__name__}: {exc}); "
                           "run playbooks/devices.yml again") from None

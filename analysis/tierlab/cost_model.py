@@ -123,6 +123,10 @@ class Window:
                                   f"recommend takes queries reading at most {MAX_TABLES_READ}")
         table_of_name = np.array([tables.index(n) if n != OTHER else -1 for n in names] + [-1], dtype=np.int8)
         tier_codes, tiers = pd.factorize(reads["tier"])
+        strangers = sorted(set(tiers) - set(tier_roles))
+        if strangers:
+            raise StudyInputError(f"requests on {', '.join(map(str, strangers))}, not one of the run's tiers "
+                                  f"({', '.join(tier_roles)}): the trace has a device the run did not place data on")
         return cls(at_ns=np.round(at_us * 1000.0).astype(np.uint64),
                    writes=(reads["op"] == "W").to_numpy(dtype=np.uint8),
                    offset_bytes=(reads["sector"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES)
@@ -156,15 +160,16 @@ def layout_costs(window: Window, profiles: dict[str, Path]) -> dict[frozenset, f
     tiers: {tables on the fast tier: latency sum}. Tables it does not read do not change its cost."""
     splits = [np.array(fast, dtype=bool) for fast in product([False, True], repeat=len(window.tables))]
     with ThreadPoolExecutor(WORKERS) as pool:
-        # a split's flag per table, per request (`other`'s -1 picks the last flag, which roles then ignores)
-        sums = pool.map(lambda fast: window.latency_sum_us(window.roles(fast[window.table]), profiles), splits)
+        # a split's flag per table, per request (`other`'s -1 picks the flag appended, which roles then ignores)
+        sums = pool.map(lambda fast: window.latency_sum_us(window.roles(np.append(fast, False)[window.table]), profiles),
+                        splits)
         return {frozenset(t for t, on in zip(window.tables, fast, strict=True) if on): cost
                 for fast, cost in zip(splits, sums, strict=True)}
 
 
 # block cache policies: (the access of a page that admits it, whether sequential requests bypass the cache)
 CACHE_POLICIES = {
-    # an ideal LRU: every page read is admitted, the most hits a cache of that size can get
+    # an ideal LRU: every page read is admitted (the most hits an LRU of that size can get; not the optimum)
     "lru": (1, False),
     # as dm-cache and bcache admit: a page is promoted on its second access, and requests of a sequential
     # stream bypass the cache (bcache's sequential cutoff, here at the block-level proxy's first continuation)

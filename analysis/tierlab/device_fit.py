@@ -50,6 +50,8 @@ FITTED_FROM = {
 
 def _job(tier: dict, kind: str, **match) -> dict:
     (job,) = [j for j in tier["jobs"] if j["kind"] == kind and all(j.get(k) == v for k, v in match.items())]
+    if "error" in job:
+        raise ValueError(f"tier {tier['name']}: the {kind} job the fit needs failed: {job['error']}")
     return job
 
 
@@ -62,7 +64,7 @@ def _sustained(job: dict, dilation: float) -> tuple[float, float, float]:
     if tail > 2 / 3 * best:
         return 0.0, 0.0, best * dilation / 1e6
     # each interval of the log is LOG_INTERVAL_S: what was written, and how long, until the rate fell
-    fell = next(i for i, rate in enumerate(rates) if rate < 1.5 * tail)
+    fell = next((i for i, rate in enumerate(rates) if rate < 1.5 * tail), len(rates))
     written = sum(rate * LOG_INTERVAL_S for rate in rates[:fell])
     return max(0.0, written - tail * fell * LOG_INTERVAL_S), tail * dilation / 1e6, best * dilation / 1e6
 
@@ -130,7 +132,8 @@ def profile_text(tier: dict, values: dict, source: str) -> str:
 
 
 def job_rows(result: dict) -> pd.DataFrame:
-    """One row per job and side (read, write) of every tier: the measured curves."""
+    """One row per job and side (read, write) of every tier: the measured curves (a job fio refused has no
+    side, and its error in raw/devices.json)."""
     rows = []
     for tier in result["tiers"]:
         for job in tier["jobs"]:

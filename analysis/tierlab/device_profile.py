@@ -67,6 +67,15 @@ def parse(text: str, path: str) -> dict:
     for key in NUMBER_KEYS:
         if isinstance(values[key], bool) or not isinstance(values[key], int | float) or values[key] < 0:
             raise DeviceProfileError(f"{path}: {key} must be a number >= 0, got {values[key]!r}")
+    # the model's own checks (emulator/src/model.c: model_check)
+    for problem, wrong in (("channels must be at most 256 (0 means unlimited)", values["channels"] > 256),
+                           ("streams must be at most 64", values["streams"] > 64),
+                           ("a write buffer needs sustained_write_mb_s > 0 to drain",
+                            values["write_buffer_mb"] > 0 and values["sustained_write_mb_s"] <= 0),
+                           ("gc_pause_us needs gc_pause_every_kb > 0",
+                            values["gc_pause_us"] > 0 and values["gc_pause_every_kb"] <= 0)):
+        if wrong:
+            raise DeviceProfileError(f"{path}: {problem}")
     return values
 
 

@@ -248,7 +248,8 @@ def read_device_model(run_dir: Path) -> pd.DataFrame:
         frame["model_sequential_read_pct"] = np.where(reads > 0, 100.0 * frame["model_read_sequential_requests"]
                                                       / reads.where(reads > 0, 1), np.nan)
         # replies due before the host could send them: the share of the query's requests that the model did not hold
-        served = frame[[c for c in frame.columns if c.endswith("_requests") and c != "model_interfered_reads"]].sum(axis=1)
+        served = frame[[c for c in frame.columns if (c.endswith("_requests") and c != "model_interfered_reads")
+                        or c == "model_cache_read_hits"]].sum(axis=1)
         frame["model_late_pct"] = np.where(served > 0, 100.0 * frame["model_late"] / served.where(served > 0, 1), np.nan)
         if "model_cache_read_hits" in frame:
             cached = frame["model_cache_read_hits"] + frame["model_cache_read_misses"]

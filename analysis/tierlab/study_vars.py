@@ -301,14 +301,11 @@ def _fast_cache(values: dict, layout: str, fast_tier_bytes: int | None, tier_emu
     """fast_cache (a size, or empty for none) and fast_cache_policy, checked: the cache is emulated, in front of the
     capacity tier, which then holds every table, and no larger than the fast tier."""
     given = str(values.get("fast_cache") or "").strip()
-    policy = values.get("fast_cache_policy") or FAST_CACHE_POLICIES[0]
+    # a policy without a cache stays as given, so that a study can set it once beside a matrix that has no cache
+    policy = _choice("fast_cache_policy", values.get("fast_cache_policy") or FAST_CACHE_POLICIES[0], FAST_CACHE_POLICIES)
     if not given or given.lower() == "none":
-        if values.get("fast_cache_policy"):
-            raise StudyInputError(f"fast_cache_policy={policy} was given without fast_cache: give the cache's size too "
-                                  "(e.g. -e fast_cache=1G), or leave the policy out")
         return {"fast_cache": "none", "fast_cache_bytes": 0, "fast_cache_policy": policy}
     size = parse_bytes("fast_cache", given)
-    policy = _choice("fast_cache_policy", policy, FAST_CACHE_POLICIES)
     if layout != "None":
         raise StudyInputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
                               f"every table: give layout=None (got layout={layout})")

@@ -76,3 +76,18 @@ def test_an_unknown_profile_name_lists_the_shipped_ones():
     with pytest.raises(DeviceProfileError) as err:
         device_profile.profile_path("hdd")
     assert str(err.value) == "profile='hdd' is not allowed; allowed: nand, optane, passthrough, or the path of a .toml profile"
+
+
+@pytest.mark.parametrize(("line", "bad", "message"), [
+    ("channels = 32", "channels = 300", "channels must be at most 256 (0 means unlimited)"),
+    ("streams = 16", "streams = 65", "streams must be at most 64"),
+    ("sustained_write_mb_s = 400", "sustained_write_mb_s = 0", "a write buffer needs sustained_write_mb_s > 0 to drain"),
+    ("gc_pause_every_kb = 4096", "gc_pause_every_kb = 0", "gc_pause_us needs gc_pause_every_kb > 0"),
+])
+def test_a_profile_the_model_cannot_run_is_refused_by_both_readers(binary, tmp_path, line, bad, message):
+    path = tmp_path / "unrunnable.toml"
+    path.write_text(NAND.read_text().replace(line, bad))
+    assert emulator_error(binary, path) == f"tierlab-emu: {path}: {message}"
+    with pytest.raises(DeviceProfileError) as err:
+        device_profile.load(path)
+    assert str(err.value) == f"{path}: {message}"

@@ -322,7 +322,7 @@ def test_a_fast_cache_larger_than_the_fast_tier_is_refused():
 @pytest.mark.parametrize(("changes", "said"), [
     ({"fast_cache": "lots"}, "fast_cache='lots' is not allowed"),
     ({"fast_cache": "1G", "fast_cache_policy": "fifo"}, "fast_cache_policy='fifo' is not allowed; allowed: admitting, lru"),
-    ({"fast_cache_policy": "lru"}, "fast_cache_policy=lru was given without fast_cache"),
+    ({"fast_cache_policy": "fifo"}, "fast_cache_policy='fifo' is not allowed; allowed: admitting, lru"),
 ])
 def test_a_bad_fast_cache_setting_is_refused(changes, said):
     with pytest.raises(StudyInputError, match=re.escape(said)):

@@ -9,6 +9,7 @@ raw/run.log as each try ends (`LABEL STATUS SECONDS`), and `failed: WHY` if the
 loop stops, for the playbook to show while the loop runs in the background.
 """
 
+import contextlib
 import fcntl
 import json
 import os
@@ -220,6 +221,13 @@ def _run_locked(spec: dict, raw: Path) -> dict:
 
     db = engine(spec["engine"])
     emulator.require_running()
+    # the fast tier as a block cache of the capacity tier (fast_cache): empty when each traced try starts
+    cached = spec.get("fast_cache")
+    cache_tier = emulator.cache_tier(spec["tiers"])
+    if cached and not cache_tier:
+        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
+                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
+                        "down and bring them up again if they are older)")
     db.start()
     (raw / "engine.json").write_text(json.dumps(db.facts(), indent=1))
     extents_file = raw / "extents.json"
@@ -232,13 +240,6 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                                      spec["trace"]["devices"], spec["trace"]["buffer_size_kb"])
         (raw / "trace_backend.json").write_text(json.dumps({"backend": backend.name, "devices": spec["trace"]["devices"]}))
     failed_tries = 0
-    # the fast tier as a block cache of the capacity tier (fast_cache): empty when each cold try starts
-    cached = spec.get("fast_cache")
-    cache_tier = emulator.cache_tier(spec["tiers"])
-    if cached and not cache_tier:
-        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
-                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
-                        "down and bring them up again if they are older)")
     try:
         if cache_tier:
             # what this run asks for, whatever a run that was killed left
@@ -249,11 +250,12 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             label = f"{query}_try{attempt}"
             if spec["cold"]:
                 _cold_restart(db)
-                if cached:
-                    emulator.cache(cache_tier, "reset")
             elif not db.ping():
                 db.start()
             current.warm_up(db, raw, label)
+            if cached:
+                # after any warm-up: the cost model simulates each traced window from an empty cache
+                emulator.cache(cache_tier, "reset")
             before = db.counters(spec["database"])
             emulators_before = emulator.require_running()
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
@@ -292,7 +294,9 @@ def _run_locked(spec: dict, raw: Path) -> dict:
         if backend:
             backend.close()
         if cached:
-            emulator.cache(cache_tier, "off")
+            # an emulator that died took its cache with it (and is why the run stops); the next run sets its own
+            with contextlib.suppress(HostError):
+                emulator.cache(cache_tier, "off")
     return {"changed": True, "rows_file": str(rows_file), "failed_tries": failed_tries}
 
 
