@@ -119,6 +119,7 @@ def test_the_device_suite_measures_optane_s_reads_flat_and_about_ten_times_faste
 
 def test_the_fitted_profiles_run_in_the_emulator_and_the_curves_are_kept(devices):
     run_dir, _ = devices
+    subprocess.run(["make", "-s", "-C", str(ROOT / "emulator")], check=True)
     for tier in ("optane", "nand"):
         done = subprocess.run([str(ROOT / "emulator" / "tierlab-emu"), "--profile", str(run_dir / "profiles" / f"{tier}.toml"),
                                "--simulate"], input="0 r 0 4096\n", capture_output=True, text=True)
