@@ -69,6 +69,8 @@ int cache_holds(const struct cache *c, uint64_t offset, uint64_t length)
 {
 	uint64_t page;
 
+	if (length == 0)
+		return 0;
 	for (page = offset / c->page_bytes; page <= last_page(c, offset, length); page++)
 		if (!c->cached[page])
 			return 0;
@@ -102,6 +104,8 @@ void cache_access(struct cache *c, uint64_t offset, uint64_t length, int write, 
 {
 	uint64_t page;
 
+	if (length == 0)
+		return;
 	for (page = offset / c->page_bytes; page <= last_page(c, offset, length); page++) {
 		if (c->seen[page] < c->admit_on)
 			c->seen[page]++;

@@ -535,9 +535,15 @@ static int control(const char *buf, size_t size)
 		return 0;
 	}
 	if (sscanf(line, "cache %llu %llu %15s", &capacity_bytes, &page_bytes, word) == 3) {
-		if (!emu.cache_profile_path || cache_init(&fresh, emu.size, capacity_bytes, page_bytes, word, err,
-							  sizeof(err)) != 0)
+		/* the writer sees only EINVAL: the reason goes to the emulator's log */
+		if (!emu.cache_profile_path) {
+			fprintf(stderr, "tierlab-emu: `cache` needs --cache-profile (the faster device's profile)\n");
 			return EINVAL;
+		}
+		if (cache_init(&fresh, emu.size, capacity_bytes, page_bytes, word, err, sizeof(err)) != 0) {
+			fprintf(stderr, "tierlab-emu: cache: %s\n", err);
+			return EINVAL;
+		}
 		pthread_mutex_lock(&emu.lock);
 		if (emu.cache_on)
 			cache_free(&emu.cache);
@@ -703,10 +709,10 @@ static int simulate(const struct model_params *p, const char *cache)
 		return 2;
 	model_init(&emu.model, p);
 	if (cache) {
+		snprintf(err, sizeof(err), "expected CAPACITY_BYTES PAGE_BYTES lru|admitting");
 		if (sscanf(cache, "%llu %llu %15s", &capacity_bytes, &page_bytes, policy) != 3 ||
 		    cache_init(&emu.cache, emu.size, capacity_bytes, page_bytes, policy, err, sizeof(err)) != 0) {
-			fprintf(stderr, "tierlab-emu: --cache %s: %s\n", cache,
-				strchr(cache, ' ') ? err : "expected CAPACITY_BYTES PAGE_BYTES lru|admitting");
+			fprintf(stderr, "tierlab-emu: --cache %s: %s\n", cache, err);
 			free(all);
 			return 2;
 		}

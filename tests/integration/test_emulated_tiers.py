@@ -200,7 +200,12 @@ def test_a_served_device_with_a_cache_in_front_serves_a_page_read_again_from_it(
         assert (cache["model"], cache["policy"], cache["capacity_bytes"]) == ("optane", "lru", 1048576)
         (mountpoint / "control").write_text("cache off")
         assert json.loads((mountpoint / "stats").read_text())["cache"] is None
+        with pytest.raises(OSError):
+            (mountpoint / "control").write_text("cache 1048576 1000 lru")
     finally:
         emulator.terminate()
         emulator.wait(timeout=30)
         subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+    # what the writer of a refused command cannot be told is in the emulator's log
+    assert "tierlab-emu: cache: cache page size must be a power of two of at least 512 bytes, got 1000" in \
+        emulator.stderr.read()

@@ -180,3 +180,16 @@ def test_the_emulated_cache_serves_the_reads_the_cost_model_s_cache_simulation_s
     # a hit costs the optane model (reads 100 us apart never queue there)
     hit = served[served["cache"] == "hit"]
     assert hit["latency_us"].tolist() == pytest.approx((8.4 + hit["length"] / 2500).tolist(), abs=0.002)
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    (["1G", "4096", "lru"], "--cache 1G 4096 lru: expected CAPACITY_BYTES PAGE_BYTES lru|admitting"),
+    (["1048576", "4096", "fifo"], "--cache 1048576 4096 fifo: cache policy must be lru or admitting, got fifo"),
+    (["1048576", "1000", "lru"], "cache page size must be a power of two of at least 512 bytes, got 1000"),
+])
+def test_a_bad_simulated_cache_is_refused_with_what_is_allowed(given, said):
+    done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), "--cache-profile",
+                           str(PROFILES["fast"]), "--cache", *given, "--simulate"], input="0 r 0 4096\n",
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert said in done.stderr
