@@ -29,8 +29,6 @@ from .device_profile import parse
 # what a sequential-read advantage is assumed to come from (emulator/profiles/nand.toml)
 ASSUMED_STREAMS, ASSUMED_READAHEAD_KB = 16, 512
 MAX_CHANNELS = 256
-# the sustained writes' bandwidth log has a figure per this many seconds (device_suite's --log_avg_msec)
-LOG_INTERVAL_S = 0.1
 FITTED_FROM = {
     "channels": "peak 4 KiB random-read IOPS x one read's latency",
     "read_random_us": "p50 of 4 KiB random reads at QD1, less the transfer",
@@ -55,18 +53,23 @@ def _job(tier: dict, kind: str, **match) -> dict:
     return job
 
 
+def _grid(tier: dict, side: str) -> list[dict]:
+    """The bandwidth grid's jobs that measured the side (read or write)."""
+    return [j for j in tier["jobs"] if j["kind"] == "bandwidth" and side in j]
+
+
 def _sustained(job: dict, dilation: float) -> tuple[float, float, float]:
     """(write buffer bytes, sustained bytes/us, best bytes/us) of the sustained writes, in the model's time."""
-    log = job["bandwidth_log"]
-    rates = [rate for _, rate in log]
+    rates = [rate for _, rate in job["bandwidth_log"]]
+    interval_s = job["log_interval_s"]
     best = max(rates)
     tail = statistics.median(rates[-max(1, len(rates) // 3):])
     if tail > 2 / 3 * best:
         return 0.0, 0.0, best * dilation / 1e6
-    # each interval of the log is LOG_INTERVAL_S: what was written, and how long, until the rate fell
+    # what was written, and how long, until the rate fell
     fell = next((i for i, rate in enumerate(rates) if rate < 1.5 * tail), len(rates))
-    written = sum(rate * LOG_INTERVAL_S for rate in rates[:fell])
-    return max(0.0, written - tail * fell * LOG_INTERVAL_S), tail * dilation / 1e6, best * dilation / 1e6
+    written = sum(rate * interval_s for rate in rates[:fell])
+    return max(0.0, written - tail * fell * interval_s), tail * dilation / 1e6, best * dilation / 1e6
 
 
 def _gc(job: dict, dilation: float) -> tuple[float, float]:
@@ -84,18 +87,16 @@ def _gc(job: dict, dilation: float) -> tuple[float, float]:
 def fit(tier: dict) -> dict:
     """The profile's parameters for one tier of the suite's result."""
     k = tier["dilation"]
-    read_bw = max(j["read"]["bw_bytes"] for j in tier["jobs"] if j["kind"] == "bandwidth" and "read" in j) * k / 1e6
+    read_bw = max(j["read"]["bw_bytes"] for j in _grid(tier, "read")) * k / 1e6
     sustained = _job(tier, "sustained")
     buffer_bytes, sustained_rate, best_write = _sustained(sustained, k)
-    write_bw = max([best_write] + [j["write"]["bw_bytes"] * k / 1e6 for j in tier["jobs"]
-                                   if j["kind"] == "bandwidth" and "write" in j])
+    write_bw = max([best_write] + [j["write"]["bw_bytes"] * k / 1e6 for j in _grid(tier, "write")])
 
     def qd1_us(rw: str, side: str, bandwidth: float) -> float:
         return max(0.0, _job(tier, "latency", rw=rw)[side]["lat_us"]["p50"] / k - 4096 / bandwidth)
 
     random_us, sequential_us = qd1_us("randread", "read", read_bw), qd1_us("read", "read", read_bw)
-    peak_iops = max(j["read"]["iops"] for j in tier["jobs"]
-                    if j["kind"] == "bandwidth" and j["block_bytes"] == 4096 and "read" in j) * k
+    peak_iops = max(j["read"]["iops"] for j in _grid(tier, "read") if j["block_bytes"] == 4096) * k
     streamed = random_us > 1.5 * sequential_us
     pause_us, pause_every_kb = _gc(sustained, k) if buffer_bytes > 0 else (0.0, 0.0)
     mixed = {j["write_pct"]: j["read"]["lat_us"]["p50"] for j in tier["jobs"] if j["kind"] == "mixed" and "read" in j}

@@ -503,7 +503,7 @@ def write_devices_report(run_dir: Path, result: dict, fitted: dict[str, dict]) -
                  else pd.DataFrame({"parameter": list(values), "fitted": list(values.values())}))
         sections += [f"<h2>{html.escape(tier['name'])} ({html.escape(tier['role'])} tier, dilation "
                      f"{tier['dilation']}): profiles/{html.escape(tier['name'])}.toml</h2>", _html_table(table)]
-    odd = jobs[jobs["kind"].isin(["small", "misaligned", "latency"]) & (jobs["rw"].isin(["randread"]))]
+    odd = jobs[jobs["kind"].isin(["small", "misaligned", "latency"]) & (jobs["rw"] == "randread")]
     sections += ["<h2>Small and misaligned reads (QD1)</h2>",
                  _html_table(odd[["tier", "kind", "block_bytes", "align_bytes", "iops", "mean_us", "p50", "p99"]]),
                  "<h2>How each parameter is fitted</h2><pre>" + html.escape(device_fit.__doc__) + "</pre>"]

@@ -480,6 +480,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	reply_when_due(req, model_due(MODEL_READ, off, size), emu.map + off, size);
 }
 
+/* A cache of this device, empty, as `CAPACITY_BYTES PAGE_BYTES POLICY` says;
+ * 0, or -1 with what was wrong in err. */
+static int cache_from(const char *spec, struct cache *c, char *err, size_t err_len)
+{
+	unsigned long long capacity_bytes, page_bytes;
+	char policy[16];
+
+	if (sscanf(spec, "%llu %llu %15s", &capacity_bytes, &page_bytes, policy) != 3) {
+		snprintf(err, err_len, "expected CAPACITY_BYTES PAGE_BYTES lru|admitting");
+		return -1;
+	}
+	return cache_init(c, emu.size, capacity_bytes, page_bytes, policy, err, err_len);
+}
+
 /* `overhead FIXED_US PER_KIB_US` sets the subtracted host cost; `miss SHORT_AT_US
  * SHORT_US LONG_AT_US LONG_US` what replies still miss by at two modelled
  * latencies (added to that cost); `model on|off` switches the model (off
@@ -491,7 +505,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static int control(const char *buf, size_t size)
 {
 	char line[128], word[16], err[256];
-	unsigned long long capacity_bytes, page_bytes;
 	struct cache fresh;
 	double fixed_us, per_kib_us, dilation, short_at_us, short_us, long_at_us, long_us;
 	struct model_params params;
@@ -534,13 +547,23 @@ static int control(const char *buf, size_t size)
 		pthread_mutex_unlock(&emu.lock);
 		return 0;
 	}
-	if (sscanf(line, "cache %llu %llu %15s", &capacity_bytes, &page_bytes, word) == 3) {
+	if (sscanf(line, "cache %15s", word) == 1 && (strcmp(word, "reset") == 0 || strcmp(word, "off") == 0)) {
+		pthread_mutex_lock(&emu.lock);
+		if (emu.cache_on && strcmp(word, "reset") == 0)
+			cache_reset(&emu.cache);
+		else if (emu.cache_on)
+			cache_free(&emu.cache);
+		emu.cache_on = emu.cache_on && strcmp(word, "reset") == 0;
+		pthread_mutex_unlock(&emu.lock);
+		return 0;
+	}
+	if (strncmp(line, "cache ", 6) == 0) {
 		/* the writer sees only EINVAL: the reason goes to the emulator's log */
 		if (!emu.cache_profile_path) {
 			fprintf(stderr, "tierlab-emu: `cache` needs --cache-profile (the faster device's profile)\n");
 			return EINVAL;
 		}
-		if (cache_init(&fresh, emu.size, capacity_bytes, page_bytes, word, err, sizeof(err)) != 0) {
+		if (cache_from(line + 6, &fresh, err, sizeof(err)) != 0) {
 			fprintf(stderr, "tierlab-emu: cache: %s\n", err);
 			return EINVAL;
 		}
@@ -549,16 +572,6 @@ static int control(const char *buf, size_t size)
 			cache_free(&emu.cache);
 		emu.cache = fresh;
 		emu.cache_on = 1;
-		pthread_mutex_unlock(&emu.lock);
-		return 0;
-	}
-	if (sscanf(line, "cache %15s", word) == 1 && (strcmp(word, "reset") == 0 || strcmp(word, "off") == 0)) {
-		pthread_mutex_lock(&emu.lock);
-		if (emu.cache_on && strcmp(word, "reset") == 0)
-			cache_reset(&emu.cache);
-		else if (emu.cache_on)
-			cache_free(&emu.cache);
-		emu.cache_on = emu.cache_on && strcmp(word, "reset") == 0;
 		pthread_mutex_unlock(&emu.lock);
 		return 0;
 	}
@@ -701,17 +714,14 @@ static int simulate(const struct model_params *p, const char *cache)
 	struct model_decision d;
 	struct sim_request *all;
 	size_t count, i;
-	char err[256], policy[16];
-	unsigned long long capacity_bytes, page_bytes;
+	char err[256];
 
 	all = read_requests(&count, &emu.size);
 	if (!all)
 		return 2;
 	model_init(&emu.model, p);
 	if (cache) {
-		snprintf(err, sizeof(err), "expected CAPACITY_BYTES PAGE_BYTES lru|admitting");
-		if (sscanf(cache, "%llu %llu %15s", &capacity_bytes, &page_bytes, policy) != 3 ||
-		    cache_init(&emu.cache, emu.size, capacity_bytes, page_bytes, policy, err, sizeof(err)) != 0) {
+		if (cache_from(cache, &emu.cache, err, sizeof(err)) != 0) {
 			fprintf(stderr, "tierlab-emu: --cache %s: %s\n", cache, err);
 			free(all);
 			return 2;

@@ -139,27 +139,21 @@ def test_the_cache_simulation_agrees_with_a_brute_force_one_on_random_traces(pol
             brute_force_hits(requests, 16384, capacity_pages, policy)
 
 
+def simulated(window: cost_model.Window, *options: str) -> pd.DataFrame:
+    """The window's requests through tierlab-emu --simulate on nand (options before --simulate): a row each."""
+    text = "".join(f"{at / 1000:.3f} {'w' if w else 'r'} {offset} {length}\n" for at, w, offset, length in
+                   zip(window.at_ns, window.writes, window.offset_bytes, window.length_bytes, strict=True))
+    done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), *options, "--simulate"],
+                          input=text, capture_output=True, text=True, check=True)
+    return pd.read_csv(io.StringIO(done.stdout), sep=" ")
+
+
 def test_the_in_process_replay_gives_the_latencies_tierlab_emu_simulate_gives():
     requests = random_window(7, 3000)
     stream = of(requests)
-    text = "".join(f"{at / 1000:.3f} {'w' if w else 'r'} {offset} {length}\n" for at, w, offset, length in
-                   zip(stream.at_ns, stream.writes, stream.offset_bytes, stream.length_bytes, strict=True))
-    done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), "--simulate"],
-                          input=text, capture_output=True, text=True, check=True)
-    simulated = pd.read_csv(io.StringIO(done.stdout), sep=" ")["latency_us"].sum()
     roles = np.full(len(requests), cost_model.ROLES.index("capacity"), dtype=np.uint8)
-    assert stream.latency_sum_us(roles, PROFILES) == pytest.approx(simulated, abs=0.001 * len(requests))
-
-
-def emulated_cache(requests: pd.DataFrame, capacity_bytes: int, policy: str) -> pd.DataFrame:
-    """The requests through tierlab-emu --simulate on nand with an optane cache of 16 KiB pages in front: its
-    class and cache column per request."""
-    text = "".join(f"{ts * 1e6:.3f} {'w' if op == 'W' else 'r'} {sector * 512} {sectors * 512}\n" for ts, op, sector, sectors in
-                   zip(requests["ts_s"], requests["op"], requests["sector"], requests["request_size_sectors"], strict=True))
-    done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), "--cache-profile",
-                           str(PROFILES["fast"]), "--cache", str(capacity_bytes), "16384", policy, "--simulate"],
-                          input=text, capture_output=True, text=True, check=True)
-    return pd.read_csv(io.StringIO(done.stdout), sep=" ")
+    assert stream.latency_sum_us(roles, PROFILES) == pytest.approx(simulated(stream)["latency_us"].sum(),
+                                                                    abs=0.001 * len(requests))
 
 
 @pytest.mark.parametrize("policy", ["lru", "admitting"])
@@ -171,7 +165,9 @@ def test_the_emulated_cache_serves_the_reads_the_cost_model_s_cache_simulation_s
     requests.loc[runs, "op"] = "R"
     requests.loc[runs, "request_size_sectors"] = 32
     requests.loc[runs, "sector"] = 4096 + np.arange(runs.sum()) * 32
-    served = emulated_cache(requests, capacity_pages * 16384, policy)
+    # through nand with an optane cache of 16 KiB pages in front
+    served = simulated(of(requests), "--cache-profile", str(PROFILES["fast"]), "--cache", str(capacity_pages * 16384),
+                       "16384", policy)
     # what the cache lets bypass it is a read the nand model served from its read-ahead
     requests["sequential"] = (served["class"] == "read_sequential").to_numpy()
     hits = cost_model.cache_hits(of(requests), 16384, capacity_pages * 16384, policy)

@@ -45,11 +45,12 @@ def measured(profile: dict, buffer_bytes: float, pause_us: float) -> dict:
             jobs.append({"kind": "bandwidth", "rw": "randwrite", "block_bytes": block, "iodepth": depth,
                          "write": side(0, write_bw * 1e6 / k)})
     best, sustained = write_bw * 1e6 / k, profile["sustained_write_mb_s"] * 1e6 / k
-    filling = round(buffer_bytes / (best - sustained) / device_fit.LOG_INTERVAL_S) if buffer_bytes else 0
+    interval_s = 0.1
+    filling = round(buffer_bytes / (best - sustained) / interval_s) if buffer_bytes else 0
     rates = [best] * filling + [sustained if buffer_bytes else best] * (3 * filling or 30)
     tail = {"p99": 1000 + pause_us * k, "p99.9": 1000 + pause_us * k, "p99.99": 1000 + pause_us * k}
     jobs.append({"kind": "sustained", "rw": "write", "block_bytes": 131072, "iodepth": 32,
-                 "bandwidth_log": [(device_fit.LOG_INTERVAL_S * (i + 1), r) for i, r in enumerate(rates)],
+                 "bandwidth_log": [(interval_s * (i + 1), r) for i, r in enumerate(rates)], "log_interval_s": interval_s,
                  "write": side(1000, best, tail=tail if pause_us else None)})
     return {"name": profile["model"], "role": "capacity", "dilation": k, "jobs": jobs}
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import emulator, fio
-from .system import HostError, run
+from .system import HostError
 
 SCRATCH_NAME = ".tierlab-devices"
 SCRATCH_BYTES = 256 << 20
@@ -26,6 +26,7 @@ IODEPTHS = (1, 4, 16, 64, 256)
 WRITE_SHARES_PCT = (0, 10, 30, 50, 70)
 SMALL_BLOCK_BYTES = (512, 1024, 2048)
 SUSTAINED_BLOCK_BYTES, SUSTAINED_IODEPTH = 131072, 32
+LOG_INTERVAL_MS = 100
 
 
 def plan() -> list[dict]:
@@ -50,7 +51,7 @@ def _options(job: dict, log_prefix: Path) -> tuple[str, ...]:
     if "write_pct" in job:
         return (f"--rwmixwrite={job['write_pct']}",)
     if job["kind"] == "sustained":
-        return (f"--write_bw_log={log_prefix}", "--log_avg_msec=100")
+        return (f"--write_bw_log={log_prefix}", f"--log_avg_msec={LOG_INTERVAL_MS}")
     return ()
 
 
@@ -69,6 +70,7 @@ def measure(target: str, job: dict, runtime_s: float, sustained_s: float) -> dic
         measured = {**job, "runtime_s": seconds, **sides}
         if job["kind"] == "sustained":
             measured["bandwidth_log"] = fio.bandwidth_log(prefix)
+            measured["log_interval_s"] = LOG_INTERVAL_MS / 1000
     return measured
 
 
@@ -80,8 +82,7 @@ def suite(spec: dict, runtime_s: float, sustained_s: float) -> dict:
         tier["dilation"] = (emulator.calibration(spec["emulator_mountpoint"]) or {}).get("dilation", 1.0)
         tier["profile"] = Path(spec["profile_file"]).read_text()
     try:
-        run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={SCRATCH_BYTES >> 20}", "oflag=direct",
-             "conv=fsync", "status=none"])
+        fio.write_scratch(scratch, SCRATCH_BYTES)
         tier["jobs"] = [measure(str(scratch), job, runtime_s, sustained_s) for job in plan()]
     finally:
         scratch.unlink(missing_ok=True)

@@ -352,9 +352,9 @@ def cache(tier: dict, command: str) -> None:
     try:
         _control(tier, f"cache {command}")
     except OSError as exc:
-        log = Path(tier["emulator_mountpoint"]).with_suffix(".log")
+        log = _recorded(Path(tier["emulator_mountpoint"]))["log"]
         raise HostError(f"tier {tier['name']}: its emulator refused `cache {command}` ({exc.strerror}); its log {log} "
-                        f"ends: {_log_tail(str(log))}") from None
+                        f"ends: {_log_tail(log)}") from None
 
 
 def stop_recorded(entry: dict) -> None:

@@ -43,6 +43,13 @@ def bandwidth_log(prefix: Path) -> list[tuple[float, float]]:
     return [(int(r[0]) / 1000, int(r[1]) * 1024.0) for r in rows]
 
 
+def write_scratch(path: Path, span_bytes: int) -> None:
+    """A file of span_bytes on a tier for fio, written through to the device, so that reading it reads the
+    device."""
+    run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={span_bytes >> 20}", "oflag=direct", "conv=fsync",
+         "status=none"])
+
+
 def touch(target: str, span_bytes: int) -> None:
     """Read the first span_bytes of target once. An emulated device serves its data from a mapping of a
     sparse image, and the first read of a page never written costs the emulator a page fault that data a

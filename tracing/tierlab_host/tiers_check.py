@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import emulator, fio
-from .system import device_name, device_of_path, run
+from .system import device_name, device_of_path
 
 BLOCK_BYTES = (4096, 16384)
 PATTERNS = ("read", "randread")
@@ -90,10 +90,9 @@ def _summary(entry: dict, rounds: list[dict], late: list[int]) -> dict:
 
 
 def _scratch_file(path: str) -> Path:
-    """A file on the tier for the check, written through to the device so that reading it reads the device."""
+    """A file on the tier for the check, read through its file system."""
     scratch = Path(path) / SCRATCH_NAME
-    run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={FILE_SPAN_BYTES >> 20}", "oflag=direct", "conv=fsync",
-         "status=none"])
+    fio.write_scratch(scratch, FILE_SPAN_BYTES)
     return scratch
 
 
