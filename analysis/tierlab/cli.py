@@ -19,8 +19,8 @@ from .run_io import (
     cut_traces,
     load_run,
     read_manifest,
-    read_requests,
     read_table,
+    request_chunks,
     run_figures,
     tiers_dilation,
     write_tables,
@@ -205,13 +205,17 @@ def _window(run_dir: Path, m: dict, row: dict) -> cost_model.Window:
     """A traced query's requests as the cost model takes them, each object named by its table (`other` for
     none), with the tiers' roles and the run's dilation."""
     object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
-    requests = read_requests(run_dir, row["query"], int(row["try"]))
-    # each object (and a request of none) named by its table, as categories: a window has millions of requests
-    codes, objects = pd.factorize(requests["object"])
-    tables = pd.Index([object_table.get(o, cost_model.OTHER) for o in objects] + [cost_model.OTHER])
-    names = tables.unique()
-    requests["object"] = pd.Categorical.from_codes(names.get_indexer(tables)[codes], categories=names)
-    return cost_model.Window.of(requests, {t["name"]: t["role"] for t in m["tiers"]}, tiers_dilation(m["tiers"]) or 1.0)
+
+    def by_table(requests: pd.DataFrame) -> pd.DataFrame:
+        # each object (and a request of none) named by its table, as categories: a chunk has a million requests
+        objects = requests["object"].cat
+        tables = pd.Index([object_table.get(o, cost_model.OTHER) for o in objects.categories] + [cost_model.OTHER])
+        names = tables.unique()
+        requests["object"] = pd.Categorical.from_codes(names.get_indexer(tables)[objects.codes], categories=names)
+        return requests
+
+    chunks = map(by_table, request_chunks(run_dir, row["query"], int(row["try"])))
+    return cost_model.Window.of(chunks, {t["name"]: t["role"] for t in m["tiers"]}, tiers_dilation(m["tiers"]) or 1.0)
 
 
 def _recommend(args) -> None:

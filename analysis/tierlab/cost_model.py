@@ -28,6 +28,7 @@ import functools
 import json
 import os
 import subprocess
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import product
@@ -87,20 +88,48 @@ def _library() -> ctypes.CDLL:
 
 def heads(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per request (its first piece), with the object of its first piece and its whole size, in
-    dispatch order; the frame itself when it is that already (a window holds millions of requests)."""
+    dispatch order; the frame itself when it is that already."""
     first = (requests["piece"] == 0).to_numpy()
     if first.all() and requests["ts_s"].is_monotonic_increasing:
         return requests
     return requests[first].sort_values("ts_s", kind="stable")
 
 
+# what Window.of gathers of each chunk of requests, and as what
+_PART_FIELDS = {"writes": np.uint8, "offset_bytes": np.uint64, "length_bytes": np.uint64, "sequential": bool,
+                "table": np.int16, "traced": np.uint8}
+
+
+def _codes(values: pd.Series, seen: dict[str, int]) -> np.ndarray:
+    """Each value's number, numbered across chunks (seen: the numbers so far, given to the new values too);
+    -1 for none."""
+    values = values.astype("category")
+    codes = values.cat.codes.to_numpy()
+    # the categories this chunk holds (a row group's dictionary can name other windows' values too)
+    present = np.zeros(len(values.cat.categories) + 1, dtype=bool)
+    present[codes] = True
+    numbers = [seen.setdefault(name, len(seen)) if there else -1
+               for name, there in zip(values.cat.categories, present, strict=False)]
+    return np.array([*numbers, -1], dtype=np.int64)[codes]
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """The parts one after the other, each let go as soon as it is copied."""
+    joined = np.empty(sum(len(part) for part in parts), dtype=dtype)
+    at = 0
+    while parts:
+        part = parts.pop(0)
+        joined[at:at + len(part)] = part
+        at += len(part)
+    return joined
+
+
 @dataclass
 class Window:
     """A traced query window's requests (heads, in dispatch order) as the cost model takes them, built once
-    from its frame (which can go then: these take about 30 bytes a request) and replayed under every split
-    and cache: dispatch times in the model's clock (ns) from the window's first request, offsets apart per
-    traced device, each request's table (an index into tables, -1 for `other`) and the role of the tier it
-    was traced on (an index into ROLES)."""
+    and replayed under every split and cache: dispatch times in the model's clock (ns) from the window's
+    first request, offsets apart per traced device, each request's table (an index into tables, -1 for
+    `other`) and the role of the tier it was traced on (an index into ROLES). About 30 bytes a request."""
     at_ns: np.ndarray
     writes: np.ndarray
     offset_bytes: np.ndarray
@@ -111,30 +140,53 @@ class Window:
     traced: np.ndarray
 
     @classmethod
-    def of(cls, requests: pd.DataFrame, tier_roles: dict[str, str], dilation: float) -> "Window":
-        reads = heads(requests)
-        ts_us = reads["ts_s"].to_numpy() * 1e6
-        at_us = (ts_us - ts_us.min()) / dilation if len(ts_us) else ts_us
-        device = pd.factorize(reads["device"])[0].astype(np.uint64)
-        codes, names = pd.factorize(reads["object"])
-        tables = sorted(set(names) - {OTHER})
-        if len(tables) > MAX_TABLES_READ:
-            raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
-                                  f"recommend takes queries reading at most {MAX_TABLES_READ}")
-        table_of_name = np.array([tables.index(n) if n != OTHER else -1 for n in names] + [-1], dtype=np.int8)
-        tier_codes, tiers = pd.factorize(reads["tier"])
-        strangers = sorted(set(tiers) - set(tier_roles))
-        if strangers:
-            raise StudyInputError(f"requests on {', '.join(map(str, strangers))}, not one of the run's tiers "
-                                  f"({', '.join(tier_roles)}): the trace has a device the run did not place data on")
-        return cls(at_ns=np.round(at_us * 1000.0).astype(np.uint64),
-                   writes=(reads["op"] == "W").to_numpy(dtype=np.uint8),
-                   offset_bytes=(reads["sector"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES)
-                                 + device * np.uint64(DEVICE_SPAN_BYTES)),
-                   length_bytes=reads["request_size_sectors"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES),
-                   sequential=reads["sequential"].to_numpy(dtype=bool),
-                   table=table_of_name[codes], tables=tables,
-                   traced=np.array([ROLES.index(tier_roles[t]) for t in tiers] + [0], dtype=np.uint8)[tier_codes])
+    def of(cls, chunks: Iterable[pd.DataFrame], tier_roles: dict[str, str], dilation: float) -> "Window":
+        """The window of the requests in chunks (frames of requests, one after the other in dispatch order:
+        a window of millions is read a part at a time and each part let go once it is in the arrays)."""
+        devices: dict[str, int] = {}
+        objects: dict[str, int] = {}
+        tiers: dict[str, int] = {}
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in ("ts_us", *_PART_FIELDS)}
+        for chunk in chunks:
+            reads = heads(chunk)
+            tier = _codes(reads["tier"], tiers)
+            strangers = sorted(set(tiers) - set(tier_roles))
+            if strangers:
+                raise StudyInputError(f"requests on {', '.join(map(str, strangers))}, not one of the run's tiers "
+                                      f"({', '.join(tier_roles)}): the trace has a device the run did not place "
+                                      "data on")
+            device = _codes(reads["device"], devices).astype(np.uint64)
+            parts["ts_us"].append(reads["ts_s"].to_numpy() * 1e6)
+            parts["writes"].append((reads["op"] == "W").to_numpy(dtype=np.uint8))
+            parts["offset_bytes"].append(reads["sector"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES)
+                                         + device * np.uint64(DEVICE_SPAN_BYTES))
+            parts["length_bytes"].append(reads["request_size_sectors"].to_numpy(dtype=np.uint64)
+                                         * np.uint64(SECTOR_BYTES))
+            parts["sequential"].append(reads["sequential"].to_numpy(dtype=bool))
+            parts["table"].append(_codes(reads["object"], objects).astype(np.int16))
+            parts["traced"].append(np.array([ROLES.index(tier_roles[t]) for t in tiers], dtype=np.uint8)[tier])
+            tables = sorted(set(objects) - {OTHER})
+            if len(tables) > MAX_TABLES_READ:
+                raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
+                                      f"recommend takes queries reading at most {MAX_TABLES_READ}")
+        tables = sorted(set(objects) - {OTHER})
+        # the model's clock first, in place: memory holds the parts, and one field twice as it is joined
+        at_ns = _joined(parts.pop("ts_us"), np.float64)
+        if len(at_ns):
+            at_ns -= at_ns.min()
+            at_ns /= dilation
+            at_ns *= 1000.0
+            np.round(at_ns, out=at_ns)
+        at_ns = at_ns.astype(np.uint64)
+        fields = {name: _joined(parts.pop(name), dtype) for name, dtype in _PART_FIELDS.items()}
+        table_of_object = np.array([tables.index(o) if o != OTHER else -1 for o in objects] + [-1], dtype=np.int8)
+        fields["table"] = table_of_object[fields["table"]]
+        window = cls(at_ns=at_ns, tables=tables, **fields)
+        if len(at_ns) > 1 and (at_ns[1:] < at_ns[:-1]).any():
+            # chunks that are not one after the other
+            order = np.argsort(at_ns, kind="stable")
+            window = cls(tables=tables, **{name: getattr(window, name)[order] for name in ("at_ns", *_PART_FIELDS)})
+        return window
 
     def latency_sum_us(self, roles: np.ndarray, profiles: dict[str, Path]) -> float:
         """The model's latency sum when each role's requests (roles: an index into ROLES per request) are
@@ -245,33 +297,63 @@ class PageAccesses:
     def of(cls, window: Window, page_bytes: int) -> "PageAccesses":
         if len(window.at_ns) == 0:
             return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), 0)
-        # devices lie DEVICE_SPAN_BYTES apart, a multiple of any page size: their pages never mix
-        low = (window.offset_bytes // np.uint64(page_bytes)).astype(np.int64)
-        high = ((window.offset_bytes + window.length_bytes - np.uint64(1)) // np.uint64(page_bytes)).astype(np.int64)
-        device = (window.offset_bytes // np.uint64(DEVICE_SPAN_BYTES)).astype(np.int64)
-        first, pages = _pages_spanned(low, high, device)
-        if first is None:
-            first, pages = _pages_touched(low, high)
+        if page_bytes & (page_bytes - 1):
+            raise StudyInputError(f"a page of {page_bytes} bytes; the cache simulation takes pages of a power of two")
+        # pages and devices by shifts: DEVICE_SPAN_BYTES is a power of two too, and a multiple of any page size,
+        # so that the pages of two devices never mix
+        page, span = np.uint64(page_bytes.bit_length() - 1), np.uint64(DEVICE_SPAN_BYTES.bit_length() - 1)
+        lowest, highest = _device_spans(window.offset_bytes, window.length_bytes, page, span)
+        spans = highest - lowest + 1
+        if spans.sum() <= len(window.at_ns):
+            # pages numbered from each device's lowest to its highest, one device after the other (no sort)
+            first, count = _pages_spanned(window.offset_bytes, window.length_bytes, page, span,
+                                          np.cumsum(spans) - spans - lowest)
+            pages = int(spans.sum())
+        else:
+            first, count, pages = _pages_touched(window.offset_bytes, window.length_bytes, page)
         if pages >= 2**31:
             raise StudyInputError(f"the window touches {pages:,} pages of {page_bytes} bytes; the cache simulation "
                                   "takes fewer than 2^31")
-        return cls(first, (high - low + 1).astype(np.int32), pages)
+        return cls(first, count, pages)
 
 
-def _pages_spanned(low: np.ndarray, high: np.ndarray, device: np.ndarray) -> tuple[np.ndarray | None, int]:
-    """Pages numbered from each device's lowest to its highest, one device after the other, when those spans
-    hold no more pages than there are requests (a window over a database's few GB: no sort); else None."""
-    spans = [(low[device == d].min(), high[device == d].max()) for d in range(device.max() + 1)]
-    lengths = np.array([hi - lo + 1 for lo, hi in spans], dtype=np.int64)
-    if lengths.sum() > len(low):
-        return None, 0
-    offset = np.cumsum(lengths) - lengths - np.array([lo for lo, _ in spans], dtype=np.int64)
-    return offset[device] + low, int(lengths.sum())
+@numba.njit(cache=True, nogil=True)
+def _device_spans(offset, length, page, span):
+    """Each device's lowest and highest page accessed, 0 and -1 for a device none is accessed on (pages of
+    2^page bytes, devices 2^span bytes apart)."""
+    devices = np.int64(offset.max() >> span) + 1
+    lowest = np.full(devices, -1, dtype=np.int64)
+    highest = np.full(devices, -1, dtype=np.int64)
+    for r in range(len(offset)):
+        device = np.int64(offset[r] >> span)
+        low, high = np.int64(offset[r] >> page), np.int64((offset[r] + length[r] - np.uint64(1)) >> page)
+        if highest[device] < 0 or low < lowest[device]:
+            lowest[device] = low
+        highest[device] = max(highest[device], high)
+    for device in range(devices):
+        if highest[device] < 0:
+            lowest[device] = 0
+    return lowest, highest
 
 
-def _pages_touched(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, int]:
+@numba.njit(cache=True, nogil=True)
+def _pages_spanned(offset, length, page, span, base):
+    """Each request's first page (its device's base plus the page's number) and its count of pages (pages of
+    2^page bytes, devices 2^span bytes apart)."""
+    first = np.empty(len(offset), dtype=np.int64)
+    count = np.empty(len(offset), dtype=np.int32)
+    for r in range(len(offset)):
+        low, high = np.int64(offset[r] >> page), np.int64((offset[r] + length[r] - np.uint64(1)) >> page)
+        first[r] = base[np.int64(offset[r] >> span)] + low
+        count[r] = high - low + 1
+    return first, count
+
+
+def _pages_touched(offset: np.ndarray, length: np.ndarray, page: np.uint64) -> tuple[np.ndarray, np.ndarray, int]:
     """Pages numbered over the union of the requests' page ranges only: its disjoint segments one after the
-    other."""
+    other (a window whose devices' spans hold more pages than it has requests)."""
+    low = (offset >> page).astype(np.int64)
+    high = ((offset + length - np.uint64(1)) >> page).astype(np.int64)
     order = np.argsort(low)
     low_sorted = low[order]
     reach = np.maximum.accumulate(high[order])
@@ -282,7 +364,7 @@ def _pages_touched(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, int]:
     base = np.cumsum(lengths) - lengths
     first = np.empty(len(low), dtype=np.int64)
     first[order] = base[segment] + low_sorted - low_sorted[starts][segment]
-    return first, int(lengths.sum())
+    return first, (high - low + 1).astype(np.int32), int(lengths.sum())
 
 
 def cache_hits(window: Window, page_bytes: int, capacity_bytes: int, policy: str,
@@ -321,7 +403,7 @@ def device_cache_hit_pct(requests: pd.DataFrame, page_bytes: int, capacity_bytes
     serves: what a run with fast_cache should count on its capacity tier's emulated cache (which sees every
     request of the device, whatever object it reads). NaN without reads."""
     # every request as `other` of one role: only pages, writes and sequential reads matter to the cache
-    window = Window.of(requests.assign(object=OTHER), dict.fromkeys(requests["tier"].unique(), "capacity"), 1.0)
+    window = Window.of([requests.assign(object=OTHER)], dict.fromkeys(requests["tier"].unique(), "capacity"), 1.0)
     reads = window.writes == 0
     hits = cache_hits(window, page_bytes, capacity_bytes, policy)
     return 100.0 * float(hits[reads].sum()) / float(reads.sum()) if reads.any() else float("nan")

@@ -430,19 +430,26 @@ REQUEST_COLUMNS = {"ts_s": False, "device": True, "tier": True, "op": True, "sec
                    "request_size_sectors": False, "piece": False, "object": True, "sequential": False}
 
 
-def read_requests(run_dir: Path, query: str, attempt: int) -> pd.DataFrame:
+def request_chunks(run_dir: Path, query: str, attempt: int) -> Iterator[pd.DataFrame]:
     """One query try's attributed requests (REQUEST_COLUMNS), each once (its first piece: the object of its
-    first piece, its whole size), from the tables/requests.parquet analyze wrote."""
+    first piece, its whole size), from the tables/requests.parquet analyze wrote: a row group at a time, in
+    the order written (a window of millions of requests is never a whole frame)."""
     path = run_dir / "tables" / "requests.parquet"
     if not path.exists():
         raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
-    table = pq.read_table(path, columns=list(REQUEST_COLUMNS),
-                          filters=[("query", "=", query), ("try", "=", attempt), ("piece", "=", 0)],
-                          read_dictionary=[c for c, text in REQUEST_COLUMNS.items() if text])
-    requests = table.to_pandas(self_destruct=True, split_blocks=True)
-    # what arrow's allocator keeps from reading, handed back before the frame's millions of rows are worked on
-    pa.default_memory_pool().release_unused()
-    return requests
+    parquet = pq.ParquetFile(path, read_dictionary=[c for c, text in REQUEST_COLUMNS.items() if text] + ["query"])
+    columns = parquet.schema_arrow.names
+    for number in range(parquet.metadata.num_row_groups):
+        group = parquet.metadata.row_group(number)
+        # analyze writes window by window: the row groups of other windows are skipped by their bounds
+        bounds = {name: group.column(columns.index(name)).statistics for name in ("query", "try")}
+        if any(b is not None and b.has_min_max and not b.min <= value <= b.max
+               for b, value in ((bounds["query"], query), (bounds["try"], attempt))):
+            continue
+        frame = parquet.read_row_group(number, columns=[*REQUEST_COLUMNS, "query", "try"]).to_pandas()
+        keep = ((frame["query"] == query) & (frame["try"] == attempt) & (frame["piece"] == 0)).to_numpy()
+        frame = frame.drop(columns=["query", "try"])
+        yield frame if keep.all() else frame[keep]
 
 
 def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:

@@ -25,7 +25,7 @@ def window(rows: list[tuple[float, str, str, int, int]], sequential: list[bool] 
 
 
 def of(requests: pd.DataFrame, dilation: float = 1.0) -> cost_model.Window:
-    return cost_model.Window.of(requests, TIER_ROLES, dilation)
+    return cost_model.Window.of([requests], TIER_ROLES, dilation)
 
 
 def page_reads(pages: list[int]) -> pd.DataFrame:
@@ -189,3 +189,25 @@ def test_a_bad_simulated_cache_is_refused_with_what_is_allowed(given, said):
                           capture_output=True, text=True)
     assert done.returncode == 2
     assert said in done.stderr
+
+
+def test_a_window_read_in_chunks_is_the_window_read_whole():
+    requests = random_window(5, 3000).assign(object=np.where(np.arange(3000) % 3 == 0, "other", "a"))
+    chunks = [requests[:1000], requests[1000:2500], requests[2500:]]
+    whole, chunked = of(requests), cost_model.Window.of(chunks, TIER_ROLES, 1.0)
+    assert chunked.tables == whole.tables == ["a"]
+    for name in ("at_ns", "writes", "offset_bytes", "length_bytes", "sequential", "table", "traced"):
+        assert getattr(chunked, name).tolist() == getattr(whole, name).tolist(), name
+
+
+def test_a_table_only_named_by_a_chunk_s_categories_is_not_a_table_the_window_reads():
+    # a row group's dictionary names the objects of every window in it
+    requests = window([(0.0, "a", "R", 0, 8), (0.1, "a", "R", 8, 8)])
+    requests["object"] = pd.Categorical(requests["object"], categories=["a", "b"])
+    assert of(requests).tables == ["a"]
+
+
+def test_a_page_size_that_is_not_a_power_of_two_is_refused_by_the_cache_simulation():
+    said = "a page of 12288 bytes; the cache simulation takes pages of a power of two"
+    with pytest.raises(cost_model.StudyInputError, match=said):
+        cost_model.cache_hits(of(page_reads([1, 2])), 12288, 4 * 12288, "lru")

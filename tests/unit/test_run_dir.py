@@ -3,11 +3,11 @@
 import json
 
 import pytest
-from tiny_run import make_run, read
+from tiny_run import add_query, make_run, read
 
 from tierlab.cli import main
 from tierlab.errors import RunDirError
-from tierlab.run_io import analyze, load_run
+from tierlab.run_io import REQUEST_COLUMNS, analyze, load_run, request_chunks
 
 
 def run_dir(tmp_path, manifest_text: str):
@@ -111,3 +111,14 @@ def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_pa
     assert str(done.value) == ("tierlab compare: these runs' modelled time was dilated differently "
                                "(20261123T090000Z_mariadb_tpch-sf0.1_C+O 9x, 20261123T090001Z_mariadb_tpch-sf0.1_C+O 7.4x), "
                                "so their times cannot be compared; run them on tiers brought up with the same tiers_dilation")
+
+
+def test_a_query_s_requests_are_read_from_its_own_row_groups_of_the_requests_analyze_wrote(tmp_path):
+    run = make_run(tmp_path, read(1.0, 64) + read(1.1, 96))
+    add_query(run, "q01", read(2.0, 0) + read(2.1, 32) + read(2.2, 4096))
+    (run / "tables").mkdir()
+    analyze(load_run(run), requests_path=run / "tables" / "requests.parquet")
+    chunks = list(request_chunks(run, "q01", 1))
+    assert len(chunks) == 1
+    assert chunks[0]["sector"].tolist() == [0, 32, 4096]
+    assert list(chunks[0].columns) == list(REQUEST_COLUMNS)
