@@ -164,7 +164,7 @@ class Window:
                                          * np.uint64(SECTOR_BYTES))
             parts["sequential"].append(reads["sequential"].to_numpy(dtype=bool))
             parts["table"].append(_codes(reads["object"], objects).astype(np.int16))
-            parts["traced"].append(np.array([ROLES.index(tier_roles[t]) for t in tiers], dtype=np.uint8)[tier])
+            parts["traced"].append(np.array([ROLES.index(tier_roles[t]) for t in tiers] + [0], dtype=np.uint8)[tier])
             tables = sorted(set(objects) - {OTHER})
             if len(tables) > MAX_TABLES_READ:
                 raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
