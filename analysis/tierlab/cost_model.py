@@ -200,11 +200,24 @@ class Window:
             raise DeviceProfileError(f"the device model's replay: {err.value.decode()}")
         return float(sums.sum()) / 1000.0
 
-    def roles(self, fast: np.ndarray) -> np.ndarray:
-        """The role each request is served by when the fast tier serves the table requests fast marks (a
-        flag per request); `other`'s stays where it was traced."""
-        served = np.where(fast, np.uint8(ROLES.index("fast")), np.uint8(ROLES.index("capacity")))
-        return np.where(self.table >= 0, served, self.traced)
+    def roles(self, fast_tables: np.ndarray, hits: np.ndarray | None = None) -> np.ndarray:
+        """The role each request is served by when the fast tier holds the tables fast_tables marks (a flag
+        per table) and serves the requests hits marks (a flag per request: a cache's hits); `other`'s stays
+        where it was traced."""
+        hits = np.zeros(len(self.table), dtype=bool) if hits is None else hits
+        return _roles(self.table, self.traced, fast_tables, hits, ROLES.index("fast"), ROLES.index("capacity"))
+
+
+@numba.njit(cache=True, nogil=True)
+def _roles(table, traced, fast_tables, hits, fast_role, capacity_role):
+    """Window.roles in one pass, without a temporary as large as the window (each replay makes one)."""
+    roles = np.empty(len(table), dtype=np.uint8)
+    for r in range(len(table)):
+        if table[r] < 0:
+            roles[r] = traced[r]
+        else:
+            roles[r] = fast_role if fast_tables[table[r]] or hits[r] else capacity_role
+    return roles
 
 
 def layout_costs(window: Window, profiles: dict[str, Path]) -> dict[frozenset, float]:
@@ -212,9 +225,7 @@ def layout_costs(window: Window, profiles: dict[str, Path]) -> dict[frozenset, f
     tiers: {tables on the fast tier: latency sum}. Tables it does not read do not change its cost."""
     splits = [np.array(fast, dtype=bool) for fast in product([False, True], repeat=len(window.tables))]
     with ThreadPoolExecutor(WORKERS) as pool:
-        # a split's flag per table, per request (`other`'s -1 picks the flag appended, which roles then ignores)
-        sums = pool.map(lambda fast: window.latency_sum_us(window.roles(np.append(fast, False)[window.table]), profiles),
-                        splits)
+        sums = pool.map(lambda fast: window.latency_sum_us(window.roles(fast), profiles), splits)
         return {frozenset(t for t, on in zip(window.tables, fast, strict=True) if on): cost
                 for fast, cost in zip(splits, sums, strict=True)}
 
@@ -387,11 +398,12 @@ def cache_costs(window: Window, profiles: dict[str, Path], page_bytes: int,
     on the capacity profile (`other` where it was traced)."""
     accesses = PageAccesses.of(window, page_bytes)
     placeable = window.table >= 0
+    none_placed = np.zeros(len(window.tables), dtype=bool)
 
     def cost(capacity: int, policy: str) -> dict:
         hit = placeable & cache_hits(window, page_bytes, capacity, policy, accesses)
-        return {"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()),
-                "requests": int(placeable.sum()), "latency_sum_us": window.latency_sum_us(window.roles(hit), profiles)}
+        return {"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()), "requests": int(placeable.sum()),
+                "latency_sum_us": window.latency_sum_us(window.roles(none_placed, hit), profiles)}
 
     with ThreadPoolExecutor(WORKERS) as pool:
         rows = list(pool.map(lambda config: cost(*config), product(capacities_bytes, CACHE_POLICIES)))
