@@ -5,6 +5,7 @@ before its first side effect. Each error names what was given, what is
 allowed and what to do.
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -372,6 +373,25 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     if fast_tier_bytes is not None:
         check_fit(study, int(fast_tier_bytes))
     return study
+
+
+def resume_conflicts(recorded: dict, values: dict, *tiers) -> dict[str, tuple]:
+    """The variables of the study these values make (validate(values, *tiers)) that the run to resume
+    (recorded: the study of its config/study.json) had otherwise, as {variable: (the run's, now)}. A run made by an
+    earlier tierlab lacks the variables added since: it ran with what leaving them unset gives now."""
+    study = json.loads(json.dumps(validate(values, *tiers)))
+    added = {name: "" for name in RUN_VARIABLES if name not in recorded}
+    then = recorded
+    if added:
+        try:
+            unset = validate({**values, **added}, *tiers)
+        except StudyInputError:
+            # a variable that cannot be left unset: the run cannot have had what it is given now
+            unset = {}
+        then = {**json.loads(json.dumps(unset)), **recorded}
+    # the variables given, not what follows from them (a layout's placement, a scale's database)
+    return {name: (then.get(name), study[name]) for name in ("workload", *RUN_VARIABLES)
+            if name in study and then.get(name) != study[name]}
 
 
 def _cache_bytes(cache: dict, study: dict) -> int:

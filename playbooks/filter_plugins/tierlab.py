@@ -3,7 +3,15 @@
 from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import buffer_pool_bytes, memory_limit_bytes, parse_bytes, validate, validate_dilation, validate_tiers
+from tierlab.study_vars import (
+    buffer_pool_bytes,
+    memory_limit_bytes,
+    parse_bytes,
+    resume_conflicts,
+    validate,
+    validate_dilation,
+    validate_tiers,
+)
 
 
 def tierlab_study(values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
@@ -11,6 +19,12 @@ def tierlab_study(values, fast_tier_bytes=None, tier_filesystems=None, tier_emul
         return validate(dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
     except StudyInputError as exc:
         raise AnsibleFilterError(str(exc)) from None
+
+
+def tierlab_resume_conflicts(recorded, values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
+    """The variables the run to resume was started with otherwise, as text ('' when none)."""
+    conflicts = resume_conflicts(dict(recorded), dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
+    return "; ".join(f"{name} was {then!r}, now {now!r}" for name, (then, now) in conflicts.items())
 
 
 def tierlab_tiers(tiers, default_emulation, default_filesystem):
@@ -46,6 +60,7 @@ class FilterModule:
     def filters(self):
         return {
             "tierlab_study": tierlab_study,
+            "tierlab_resume_conflicts": tierlab_resume_conflicts,
             "tierlab_tiers": tierlab_tiers,
             "tierlab_dilation": tierlab_dilation,
             "tierlab_bytes": tierlab_bytes,

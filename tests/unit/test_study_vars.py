@@ -1,10 +1,18 @@
+import json
 import re
 
 import pytest
 
 from tierlab import cost_model
 from tierlab.errors import StudyInputError
-from tierlab.study_vars import FAST_CACHE_POLICIES, buffer_pool_bytes, check_fit, memory_limit_bytes, validate
+from tierlab.study_vars import (
+    FAST_CACHE_POLICIES,
+    buffer_pool_bytes,
+    check_fit,
+    memory_limit_bytes,
+    resume_conflicts,
+    validate,
+)
 
 # as group_vars/all.yml has them: an empty value is the engine's default
 DEFAULTS = {
@@ -331,3 +339,24 @@ def test_a_bad_fast_cache_setting_is_refused(changes, said):
 
 def test_the_fast_cache_policies_are_the_cost_model_s():
     assert set(FAST_CACHE_POLICIES) == set(cost_model.CACHE_POLICIES)
+
+
+def recorded(**changes) -> dict:
+    """A run's study as its config/study.json keeps it."""
+    return json.loads(json.dumps(study(**changes)))
+
+
+def test_a_run_is_resumed_with_the_variables_it_was_started_with():
+    assert resume_conflicts(recorded(layout="C+O"), {**DEFAULTS, "layout": "C+O", "resume": "20261125T141345Z"}) == {}
+
+
+def test_a_run_resumed_with_other_variables_names_each_with_its_value_then_and_now():
+    assert resume_conflicts(recorded(layout="C+O"), {**DEFAULTS, "layout": "None", "tries": "2"}) == {
+        "layout": ("C+O", "None"), "tries": (1, 2)}
+
+
+def test_a_run_of_an_earlier_tierlab_ran_with_the_variables_added_since_left_unset():
+    before_fast_cache = {k: v for k, v in recorded(layout="None").items() if not k.startswith("fast_cache")}
+    assert resume_conflicts(before_fast_cache, {**DEFAULTS, "layout": "None"}) == {}
+    assert resume_conflicts(before_fast_cache, {**DEFAULTS, "layout": "None", "fast_cache": "64M"}) == {
+        "fast_cache": ("none", "64M")}
