@@ -95,6 +95,8 @@ def heads(requests: pd.DataFrame) -> pd.DataFrame:
     return requests[first].sort_values("ts_s", kind="stable")
 
 
+# Window.roles' hits when no cache serves any request
+NO_HITS = np.zeros(0, dtype=bool)
 # what Window.of gathers of each chunk of requests, and as what
 _PART_FIELDS = {"writes": np.uint8, "offset_bytes": np.uint64, "length_bytes": np.uint64, "sequential": bool,
                 "table": np.int16, "traced": np.uint8}
@@ -109,7 +111,7 @@ def _codes(values: pd.Series, seen: dict[str, int]) -> np.ndarray:
     present = np.zeros(len(values.cat.categories) + 1, dtype=bool)
     present[codes] = True
     numbers = [seen.setdefault(name, len(seen)) if there else -1
-               for name, there in zip(values.cat.categories, present, strict=False)]
+               for name, there in zip(values.cat.categories, present[:-1], strict=True)]
     return np.array([*numbers, -1], dtype=np.int64)[codes]
 
 
@@ -165,13 +167,16 @@ class Window:
             parts["sequential"].append(reads["sequential"].to_numpy(dtype=bool))
             parts["table"].append(_codes(reads["object"], objects).astype(np.int16))
             parts["traced"].append(np.array([ROLES.index(tier_roles[t]) for t in tiers] + [0], dtype=np.uint8)[tier])
-            tables = sorted(set(objects) - {OTHER})
-            if len(tables) > MAX_TABLES_READ:
-                raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
-                                      f"recommend takes queries reading at most {MAX_TABLES_READ}")
         tables = sorted(set(objects) - {OTHER})
+        if len(tables) > MAX_TABLES_READ:
+            raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
+                                  f"recommend takes queries reading at most {MAX_TABLES_READ}")
         # the model's clock first, in place: memory holds the parts, and one field twice as it is joined
         at_ns = _joined(parts.pop("ts_us"), np.float64)
+        # each chunk is in dispatch order; chunks that are not one after the other are put in order as heads() does
+        order = None if (at_ns[1:] >= at_ns[:-1]).all() else np.argsort(at_ns, kind="stable")
+        if order is not None:
+            at_ns = at_ns[order]
         if len(at_ns):
             at_ns -= at_ns.min()
             at_ns /= dilation
@@ -179,14 +184,11 @@ class Window:
             np.round(at_ns, out=at_ns)
         at_ns = at_ns.astype(np.uint64)
         fields = {name: _joined(parts.pop(name), dtype) for name, dtype in _PART_FIELDS.items()}
+        if order is not None:
+            fields = {name: values[order] for name, values in fields.items()}
         table_of_object = np.array([tables.index(o) if o != OTHER else -1 for o in objects] + [-1], dtype=np.int8)
         fields["table"] = table_of_object[fields["table"]]
-        window = cls(at_ns=at_ns, tables=tables, **fields)
-        if len(at_ns) > 1 and (at_ns[1:] < at_ns[:-1]).any():
-            # chunks that are not one after the other
-            order = np.argsort(at_ns, kind="stable")
-            window = cls(tables=tables, **{name: getattr(window, name)[order] for name in ("at_ns", *_PART_FIELDS)})
-        return window
+        return cls(at_ns=at_ns, tables=tables, **fields)
 
     def latency_sum_us(self, roles: np.ndarray, profiles: dict[str, Path]) -> float:
         """The model's latency sum when each role's requests (roles: an index into ROLES per request) are
@@ -200,11 +202,10 @@ class Window:
             raise DeviceProfileError(f"the device model's replay: {err.value.decode()}")
         return float(sums.sum()) / 1000.0
 
-    def roles(self, fast_tables: np.ndarray, hits: np.ndarray | None = None) -> np.ndarray:
+    def roles(self, fast_tables: np.ndarray, hits: np.ndarray = NO_HITS) -> np.ndarray:
         """The role each request is served by when the fast tier holds the tables fast_tables marks (a flag
-        per table) and serves the requests hits marks (a flag per request: a cache's hits); `other`'s stays
-        where it was traced."""
-        hits = np.zeros(len(self.table), dtype=bool) if hits is None else hits
+        per table) and serves the requests hits marks (a flag per request: a cache's hits; none by default);
+        `other`'s stays where it was traced."""
         return _roles(self.table, self.traced, fast_tables, hits, ROLES.index("fast"), ROLES.index("capacity"))
 
 
@@ -216,7 +217,7 @@ def _roles(table, traced, fast_tables, hits, fast_role, capacity_role):
         if table[r] < 0:
             roles[r] = traced[r]
         else:
-            roles[r] = fast_role if fast_tables[table[r]] or hits[r] else capacity_role
+            roles[r] = fast_role if fast_tables[table[r]] or (len(hits) > 0 and hits[r]) else capacity_role
     return roles
 
 
@@ -306,10 +307,10 @@ class PageAccesses:
 
     @classmethod
     def of(cls, window: Window, page_bytes: int) -> "PageAccesses":
+        if page_bytes <= 0 or page_bytes & (page_bytes - 1):
+            raise StudyInputError(f"a page of {page_bytes} bytes; the cache simulation takes pages of a power of two")
         if len(window.at_ns) == 0:
             return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), 0)
-        if page_bytes & (page_bytes - 1):
-            raise StudyInputError(f"a page of {page_bytes} bytes; the cache simulation takes pages of a power of two")
         # pages and devices by shifts: DEVICE_SPAN_BYTES is a power of two too, and a multiple of any page size,
         # so that the pages of two devices never mix
         page, span = np.uint64(page_bytes.bit_length() - 1), np.uint64(DEVICE_SPAN_BYTES.bit_length() - 1)

@@ -6,7 +6,6 @@ The only module (with the CLI) that touches the filesystem.
 import json
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -439,33 +438,23 @@ def request_chunks(run_dir: Path, query: str, attempt: int) -> Iterator[pd.DataF
     if not path.exists():
         raise RunDirError(f"{path} is missing; run `tierlab analyze {run_dir}` first")
     parquet = pq.ParquetFile(path, read_dictionary=[c for c, text in REQUEST_COLUMNS.items() if text] + ["query"])
-    columns = parquet.schema_arrow.names
 
     def may_hold(number: int) -> bool:
         # analyze writes window by window: the row groups of other windows are skipped by their bounds
         group = parquet.metadata.row_group(number)
-        bounds = [group.column(columns.index(name)).statistics for name in ("query", "try")]
+        bounds = {group.column(i).path_in_schema: group.column(i).statistics for i in range(group.num_columns)}
         return not any(b is not None and b.has_min_max and not b.min <= value <= b.max
-                       for b, value in zip(bounds, (query, attempt), strict=True))
+                       for b, value in ((bounds["query"], query), (bounds["try"], attempt)))
 
-    def read(number: int) -> pa.Table:
-        return parquet.read_row_group(number, columns=[*REQUEST_COLUMNS, "query", "try"])
-
-    groups = [number for number in range(parquet.metadata.num_row_groups) if may_hold(number)]
-    if not groups:
-        return
-    with ThreadPoolExecutor(1) as reader:
-        # the next row group is read (arrow lets go of the interpreter) while the caller works on this one
-        ahead = reader.submit(read, groups[0])
-        for following in [*groups[1:], None]:
-            table = ahead.result()
-            if following is not None:
-                ahead = reader.submit(read, following)
-            frame = table.to_pandas()
-            del table
-            keep = ((frame["query"] == query) & (frame["try"] == attempt) & (frame["piece"] == 0)).to_numpy()
-            frame = frame.drop(columns=["query", "try"])
-            yield frame if keep.all() else frame[keep]
+    groups = (parquet.read_row_group(number, columns=[*REQUEST_COLUMNS, "query", "try"])
+              for number in range(parquet.metadata.num_row_groups) if may_hold(number))
+    # the next row group is read (arrow lets go of the interpreter) while the caller works on this one
+    for table in prefetched(groups, depth=1):
+        frame = table.to_pandas()
+        del table
+        keep = ((frame["query"] == query) & (frame["try"] == attempt) & (frame["piece"] == 0)).to_numpy()
+        frame = frame.drop(columns=["query", "try"])
+        yield frame if keep.all() else frame[keep]
 
 
 def write_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:

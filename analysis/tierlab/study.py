@@ -33,14 +33,13 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from .errors import RunDirError, StudyInputError
-from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, WORKLOAD_VARIABLES, validate
+from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, WORKLOAD_VARIABLES, run_defaults, validate
 
 PROJECT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml", "sysbench": "playbooks/sysbench.yml"}
@@ -52,13 +51,6 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SCHEMA_VERSION = 1
 # the playbook's progress lines (a query's end, a phase's progress) that the study passes on as they come
 PROGRESS_LINE = re.compile(r'^\s*"msg": "(.*\(\d+ of \d+\).*)"$')
-
-
-@cache
-def _defaults() -> dict:
-    """The playbooks' defaults of the run variables (playbooks/group_vars/all.yml)."""
-    values = yaml.safe_load((PROJECT / "playbooks" / "group_vars" / "all.yml").read_text())
-    return {name: values[name] for name in RUN_VARIABLES}
 
 
 def _scalar(where: str, value) -> str:
@@ -133,7 +125,7 @@ def checked_study(spec, path: Path) -> dict:
              "variables": {k: _scalar(f"{path}: variables {k}", v) for k, v in variables.items()},
              "matrix": {k: [_scalar(f"{path}: matrix {k}", v) for v in values] for k, values in matrix.items()},
              "repetitions": repetitions}
-    defaults = _defaults()
+    defaults = run_defaults()
     for point in points(study):
         try:
             validate({**defaults, **point["variables"], "workload": workload})
@@ -342,7 +334,7 @@ def new_study_dir(results_dir: Path, study: dict) -> Path:
 
 def default_value(variable: str, engine: str) -> str:
     """What a run has for a variable left unset."""
-    value = str(_defaults()[variable])
+    value = str(run_defaults()[variable])
     if value:
         return value
     return DEFAULT_PAGE_SIZE[engine] if variable == "page_size" else {**ENGINE_VARIABLES, **WORKLOAD_VARIABLES}[variable][1]
@@ -357,7 +349,7 @@ def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     # every run names its engine (the matrix's or the default), which is a group of its own unless it is compared
     groups = [v for v in dict.fromkeys(["engine", *study["matrix"]]) if v != compared]
     runs = pd.DataFrame([{**{k: p["variables"][k] for k in study["matrix"]}, "engine": p["variables"].get(
-        "engine", str(_defaults()["engine"])), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
+        "engine", str(run_defaults()["engine"])), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
     if runs.empty:
         return pd.DataFrame()
     by_tps = "tps" in side.columns
@@ -368,7 +360,7 @@ def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     for key, group in figures.groupby(["query", *groups], sort=False):
         best = group.loc[group[figure].idxmax() if by_tps else group[figure].idxmin()]
         named = dict(zip(["query", *groups], key, strict=True))
-        default = default_value(compared, named.get("engine", str(_defaults()["engine"])))
+        default = default_value(compared, named.get("engine", str(run_defaults()["engine"])))
         at_default = group.loc[group[compared] == default, figure]
         default_figure = float(at_default.iloc[0]) if len(at_default) else float("nan")
         slower, faster = (default_figure, best[figure]) if not by_tps else (best[figure], default_figure)

@@ -7,7 +7,10 @@ allowed and what to do.
 
 import json
 import re
+from functools import cache
 from pathlib import Path
+
+import yaml
 
 from . import device_profile
 from .errors import DeviceProfileError, StudyInputError
@@ -375,23 +378,22 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     return study
 
 
+@cache
+def run_defaults() -> dict:
+    """The playbooks' defaults of the run variables (playbooks/group_vars/all.yml)."""
+    values = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks" / "group_vars" / "all.yml").read_text())
+    return {name: values[name] for name in RUN_VARIABLES}
+
+
 def resume_conflicts(recorded: dict, values: dict, *tiers) -> dict[str, tuple]:
     """The variables of the study these values make (validate(values, *tiers)) that the run to resume
-    (recorded: the study of its config/study.json) had otherwise, as {variable: (the run's, now)}. A run made by an
-    earlier tierlab lacks the variables added since: it ran with what leaving them unset gives now."""
+    (recorded: the study of its config/study.json) had otherwise, as {variable: (the run's, now)}. A run
+    made by an earlier tierlab lacks the variables added since: it ran with their defaults."""
     study = json.loads(json.dumps(validate(values, *tiers)))
-    added = {name: "" for name in RUN_VARIABLES if name not in recorded}
-    then = recorded
-    if added:
-        try:
-            unset = validate({**values, **added}, *tiers)
-        except StudyInputError:
-            # a variable that cannot be left unset: the run cannot have had what it is given now
-            unset = {}
-        then = {**json.loads(json.dumps(unset)), **recorded}
+    added = {name: run_defaults()[name] for name in RUN_VARIABLES if name not in recorded}
+    then = {**json.loads(json.dumps(validate({**values, **added}, *tiers))), **recorded} if added else recorded
     # the variables given, not what follows from them (a layout's placement, a scale's database)
-    return {name: (then.get(name), study[name]) for name in ("workload", *RUN_VARIABLES)
-            if name in study and then.get(name) != study[name]}
+    return {name: (then.get(name), study[name]) for name in ("workload", *RUN_VARIABLES) if then.get(name) != study[name]}
 
 
 def _cache_bytes(cache: dict, study: dict) -> int:

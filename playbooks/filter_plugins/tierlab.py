@@ -23,7 +23,10 @@ def tierlab_study(values, fast_tier_bytes=None, tier_filesystems=None, tier_emul
 
 def tierlab_resume_conflicts(recorded, values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
     """The variables the run to resume was started with otherwise, as text ('' when none)."""
-    conflicts = resume_conflicts(dict(recorded), dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
+    try:
+        conflicts = resume_conflicts(dict(recorded), dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
+    except StudyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
     return "; ".join(f"{name} was {then!r}, now {now!r}" for name, (then, now) in conflicts.items())
 
 

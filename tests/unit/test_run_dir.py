@@ -2,6 +2,9 @@
 
 import json
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from tiny_run import add_query, make_run, read
 
@@ -122,3 +125,17 @@ def test_a_query_s_requests_are_read_from_its_own_row_groups_of_the_requests_ana
     assert len(chunks) == 1
     assert chunks[0]["sector"].tolist() == [0, 32, 4096]
     assert list(chunks[0].columns) == list(REQUEST_COLUMNS)
+
+
+def test_a_query_s_requests_spread_over_row_groups_shared_with_other_windows_are_read_in_order(tmp_path):
+    run = tmp_path / "run"
+    (run / "tables").mkdir(parents=True)
+    rows = [("q01", 1, 0), ("q01", 1, 1), ("q03", 1, 2), ("q03", 1, 3), ("q03", 1, 4), ("q03", 2, 5), ("q05", 1, 6)]
+    frame = pd.DataFrame({"ts_s": [float(n) for _, _, n in rows], "device": "7:1", "tier": "nand", "op": "R",
+                          "sector": [n * 32 for _, _, n in rows], "request_size_sectors": 32, "piece": 0,
+                          "object": "lineitem", "sequential": False,
+                          "query": [q for q, _, _ in rows], "try": [t for _, t, _ in rows]})
+    # row groups of two: (q01, q01), (q03, q03), (q03 try 1, q03 try 2), (q05)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), run / "tables" / "requests.parquet", row_group_size=2)
+    chunks = list(request_chunks(run, "q03", 1))
+    assert [c["sector"].tolist() for c in chunks] == [[64, 96], [128]]

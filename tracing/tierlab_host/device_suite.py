@@ -60,6 +60,10 @@ def measure(target: str, job: dict, runtime_s: float, sustained_s: float) -> dic
     """One job of the plan run on target: the job with its read and write sides (and the sustained job's
     bandwidth every 100 ms), or with the error fio gave (a device of 4 KiB sectors refuses requests below
     them with O_DIRECT): the suite goes on, and the fit says what it misses."""
+    # an emulated tier's image is written back to the host's disk after writes (the scratch's, a write job's):
+    # on a slow host for seconds, beside the next job (likely why CI once measured optane's sequential
+    # reads, the first job, 21% above its random ones); flushed before each job
+    os.sync()
     with tempfile.TemporaryDirectory() as logs:
         prefix = Path(logs) / "sustained"
         seconds = sustained_s if job["kind"] == "sustained" else runtime_s
@@ -84,10 +88,6 @@ def suite(spec: dict, runtime_s: float, sustained_s: float) -> dict:
         tier["profile"] = Path(spec["profile_file"]).read_text()
     try:
         fio.write_scratch(scratch, SCRATCH_BYTES)
-        # an emulated tier's image is written back to the host's disk after the scratch's writes: on a slow
-        # host for seconds, beside the first latency job (likely why CI once measured optane's sequential
-        # reads 21% above its random ones); flushed here, before any job
-        os.sync()
         tier["jobs"] = [measure(str(scratch), job, runtime_s, sustained_s) for job in plan()]
     finally:
         scratch.unlink(missing_ok=True)
