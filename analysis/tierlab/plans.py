@@ -15,8 +15,10 @@ import re
 
 SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP = "table scan", "index scan", "bitmap scan", "index lookup"
 ACCESSES = (SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP)
-# MariaDB's (and MySQL format 1's) join types: a whole table, a whole or ranged index, or key lookups
+# MariaDB's (and MySQL format 1's) join types: a whole table, a whole or ranged index, or key lookups; a hashed
+# join buffer (BNLH) reads its table (or index, or range) whole into a hash table: hash_ALL, hash_index, ...
 JOIN_TYPES = {"ALL": SCAN, "index": INDEX_SCAN, "range": INDEX_SCAN, "index_merge": INDEX_SCAN,
+              "hash_ALL": SCAN, "hash_index": INDEX_SCAN, "hash_range": INDEX_SCAN, "hash_index_merge": INDEX_SCAN,
               "ref": INDEX_LOOKUP, "eq_ref": INDEX_LOOKUP, "ref_or_null": INDEX_LOOKUP, "const": INDEX_LOOKUP,
               "system": INDEX_LOOKUP, "unique_subquery": INDEX_LOOKUP, "index_subquery": INDEX_LOOKUP,
               "fulltext": INDEX_LOOKUP}
@@ -83,7 +85,10 @@ def _mysql_family(plan: dict, aliases: dict[str, str]) -> list[dict]:
             accesses.append({"table": table, "index": node.get("index_name", ""),
                              "access": INDEX_ACCESS_TYPES.get(node.get("index_access_type"), INDEX_SCAN)})
         elif kind in JOIN_TYPES:
-            accesses.append({"table": table, "index": node.get("key", ""), "access": JOIN_TYPES[kind]})
+            # a hashed join buffer's key names the columns it hashes on (#hash#PRIMARY), not an index it reads
+            access = JOIN_TYPES[kind]
+            index = "" if access == SCAN else node.get("key", "").removeprefix("#hash#")
+            accesses.append({"table": table, "index": index, "access": access})
     return accesses
 
 

@@ -19,7 +19,7 @@ from .engine_view import definition  # noqa: E402
 from .errors import RunDirError  # noqa: E402
 from .metrics import REPEAT_THRESHOLD  # noqa: E402
 from .plans import plan_summary  # noqa: E402
-from .run_io import cut_traces, read_manifest, read_tables, tiers_dilation  # noqa: E402
+from .run_io import CORUN_COLUMNS, SUBQUERY_COLUMNS, cut_traces, read_manifest, read_tables, tiers_dilation  # noqa: E402
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
                   "engine_sequential_pct", "engine_pages_read", "repeat_access_rate", "category", "read_pages",
@@ -253,8 +253,11 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     context = pd.DataFrame(run_context(manifest), columns=["", "value"])
     metrics, table_metrics = tables["query_metrics"], tables["table_metrics"]
     title = f"tierlab run {manifest.get('run_id', '')}"
+    # the columns of a split query or a co-runner, where the run had them
+    extra = [c for first, columns in (("subqueries", SUBQUERY_COLUMNS), ("corun", CORUN_COLUMNS))
+             if tables["queries"].get(first, pd.Series(dtype=object)).notna().any() for c in columns]
     queries = _present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
-                                           "io_time_undilated_s", "rows", "trace_complete"])
+                                           "io_time_undilated_s", "rows", "trace_complete", *extra])
     dilation = tiers_dilation(manifest.get("tiers", [])) or 1.0
     # every elapsed time of a dilated run says so where it is shown
     dilated = {"elapsed_s": f"elapsed_s (dilated {dilation:g}x)"} if dilation > 1 else {}
@@ -270,7 +273,7 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     sections = [f"<p class='warning'>{html.escape(text)}</p>" for text in warnings]
     md = [f"# {title}", ""] + [line for text in warnings for line in (f"> **Warning.** {text}", "")]
     sections += [_html_table(context), "<h2>Queries</h2>", _html_table(queries)]
-    md += [_md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error"]))]
+    md += [_md_table(context), "", "## Queries", "", _md_table(queries.drop(columns=["error", "corun_error"], errors="ignore"))]
     if "throughput" in tables:
         totals = tables["throughput"]
         sections += ["<h2>Throughput</h2>", f"<p class='note'>{html.escape(THROUGHPUT_NOTE)}</p>", _html_table(totals),

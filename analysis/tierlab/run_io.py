@@ -45,10 +45,16 @@ SCHEMA_VERSION = 2
 # the formats this tierlab reads: 1 is 2 before engines other than MariaDB (one file per table, no
 # offset_bytes in extents.json, InnoDB's counters only, no plans), which it reads as such
 READ_VERSIONS = (1, 2)
+# a step's co-runner (the run's corun query): its id, its runs that ended within the window and their mean
+# seconds, and why it stopped early; empty in the rows of a run without one
+CORUN_COLUMNS = ["corun", "corun_runs", "corun_elapsed_s", "corun_error"]
+# a query split into subqueries run at once (the run's subqueries): how many, and the fastest's and the slowest's
+# seconds; empty in the rows of a query run whole
+SUBQUERY_COLUMNS = ["subqueries", "subquery_min_s", "subquery_max_s"]
 # a traced window's driver reports (the warm-up's are <step>_try<n>.warmup.jsonl)
 WINDOW_REPORTS = re.compile(r"(.+)_try(\d+)\.jsonl")
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
-                 "started_at", "events_lost", "trace_complete"]
+                 "started_at", "events_lost", "trace_complete", *SUBQUERY_COLUMNS, *CORUN_COLUMNS]
 
 
 REQUEST_SCHEMA = pa.schema([

@@ -35,8 +35,9 @@ TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
 # how the fast tier as a block cache (fast_cache) admits pages: the cost model's CACHE_POLICIES
 FAST_CACHE_POLICIES = ("admitting", "lru")
-# the planner's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
-# forced by leaving the other methods out (E5 of the study)
+# the optimizer's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
+# forced by leaving the other methods out (E5 of the study): PostgreSQL's enable_* settings; on MariaDB and MySQL
+# the secondary indexes ignored by the optimizer (hash), or no join buffers, so no hash or block joins (index)
 JOIN_PLANS = ("optimizer", "hash", "index")
 # The compression of the workload's tables: none; InnoDB's ROW_FORMAT=COMPRESSED in 8 or 4 KiB blocks (zlib8,
 # zlib4) or page compression (MariaDB's PAGE_COMPRESSED, MySQL's COMPRESSION='zlib': pages compressed in the
@@ -107,6 +108,19 @@ def parse_queries(value, workload: Workload) -> list[str]:
     return queries
 
 
+def parse_corun(value: str, workload: Workload) -> str:
+    """'none', or the id of the one query of the workload that runs beside every query of the run, over and
+    over, each time to its end (the interference of a second workload)."""
+    if value.lower() == "none":
+        return "none"
+    try:
+        (query,) = parse_queries(value, workload)
+    except (StudyInputError, ValueError):
+        first, last = workload.queries[0], workload.queries[-1]
+        raise _fail("corun", value, f"none, or one {workload.name} query from {first} to {last} (e.g. {last})") from None
+    return query
+
+
 def parse_buffer_pool(value, name: str = "buffer_pool") -> dict:
     """{'bytes': N} or {'percent': P} of the data's estimated size."""
     text = str(value).strip()
@@ -169,7 +183,7 @@ ENGINE_VARIABLES = {
     "compression": (ENGINES, "none", lambda n, v: _choice(n, v, COMPRESSIONS)),
     "os_cache": (("postgresql",), "64M", lambda n, v: parse_buffer_pool(v, n)),
     "parallel_workers": (("postgresql",), "2", lambda n, v: _positive_int(n, v, 0, 64)),
-    "join_plan": (("postgresql",), "optimizer", lambda n, v: _choice(n, v, JOIN_PLANS)),
+    "join_plan": (ENGINES, "optimizer", lambda n, v: _choice(n, v, JOIN_PLANS)),
     "fast_seq_page_cost": (("postgresql",), "1", _cost),
     "fast_random_page_cost": (("postgresql",), "4", _cost),
     "capacity_seq_page_cost": (("postgresql",), "1", _cost),
@@ -178,6 +192,8 @@ ENGINE_VARIABLES = {
     "capacity_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
 }
 QUERY_WORKLOADS = ("tpch", "ssb")
+# the workloads whose queries can be split into subqueries by their driving dimension's keys
+SPLIT_WORKLOADS = tuple(workload.name for workload in WORKLOADS.values() if workload.partition_keys)
 # Variables of some workloads only, alike: the size of the query workloads' data, and sysbench's tables,
 # client threads and the seconds of each test's window (after its warm-up), with the interval of its reports.
 WORKLOAD_VARIABLES = {
@@ -188,6 +204,9 @@ WORKLOAD_VARIABLES = {
     "duration_s": (("sysbench",), "60", lambda n, v: _positive_int(n, v, 1, 86400)),
     "warmup_s": (("sysbench",), "10", lambda n, v: _positive_int(n, v, 0, 86400)),
     "report_interval_s": (("sysbench",), "1", lambda n, v: _positive_int(n, v, 1, 3600)),
+    "subqueries": (SPLIT_WORKLOADS, "1", lambda n, v: _positive_int(n, v, 1, 64)),
+    # read in full by parse_corun, which needs the workload's queries
+    "corun": (QUERY_WORKLOADS, "none", lambda n, v: str(v).strip()),
 }
 
 
@@ -333,6 +352,8 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     declared = WORKLOADS[workload]
     engine = _choice("engine", values["engine"], ENGINES)
     workload_variables = _scoped_variables(values, WORKLOAD_VARIABLES, "workload", workload)
+    if workload_variables["corun"] is not None:
+        workload_variables["corun"] = parse_corun(workload_variables["corun"], declared)
     placement = parse_layout(values["layout"], workload)
     layout = layout_name(placement, workload)
     load_order = declared.tables(workload_variables["tables"] or 0)
@@ -369,6 +390,9 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
         **_fast_cache(values, layout, None if fast_tier_bytes is None else int(fast_tier_bytes), tier_emulations),
         "resume": str(values.get("resume") or ""),
     }
+    # per query, the driving dimension's table and key whose ranges split it, when it is split
+    study["subquery_keys"] = ({query: list(declared.partition_keys[query]) for query in study["queries"]}
+                              if (study["subqueries"] or 1) > 1 else {})
     study["scale"] = scale_name(study)
     compression = study["compression"]
     study["database"] = f"{workload}_{study['scale'].replace('.', '_')}" + (

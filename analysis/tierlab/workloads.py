@@ -28,6 +28,9 @@ class Workload:
     numbered: bool = False
     # a numbered workload's bytes per row of a table, with its indexes (measured as bytes_at_sf1 is)
     row_bytes: int = 0
+    # per query, the driving dimension (table, key column) whose key ranges split the query into subqueries run
+    # at once (the subqueries variable); a workload without them runs each query whole
+    partition_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def tables(self, count: int = 0) -> list[str]:
         """The tables, in load order; a numbered workload's `count` copies of its table."""
@@ -59,13 +62,19 @@ TPCH = Workload(
 )
 
 # The Star Schema Benchmark (O'Neil, O'Neil, Chen): LINEORDER and four dimensions; its 13 queries in 4 flights.
+SSB_QUERIES = ("q1.1", "q1.2", "q1.3", "q2.1", "q2.2", "q2.3", "q3.1", "q3.2", "q3.3", "q3.4", "q4.1", "q4.2", "q4.3")
+# Per flight, the dimension whose key ranges split a query: flight 1 filters dates, flight 2 parts; flights 3
+# and 4 filter customers and suppliers alike, of which customers have the more keys to split.
+SSB_DRIVING_DIMENSIONS = {"1": ("date", "d_datekey"), "2": ("part", "p_partkey"), "3": ("customer", "c_custkey"),
+                          "4": ("customer", "c_custkey")}
 SSB = Workload(
     name="ssb",
     codes={"LO": "lineorder", "C": "customer", "S": "supplier", "P": "part", "D": "date"},
     load_order=("date", "supplier", "customer", "part", "lineorder"),
-    queries=("q1.1", "q1.2", "q1.3", "q2.1", "q2.2", "q2.3", "q3.1", "q3.2", "q3.3", "q3.4", "q4.1", "q4.2", "q4.3"),
+    queries=SSB_QUERIES,
     bytes_at_sf1={"lineorder": 1_098_907_648, "customer": 12_582_912, "supplier": 360_448, "part": 30_408_704},
     fixed_bytes={"date": 425_984},
+    partition_keys={query: SSB_DRIVING_DIMENSIONS[query[1]] for query in SSB_QUERIES},
 )
 
 # sysbench's OLTP tests (Kopytov): `tables` tables sbtest1..N of `table_size` rows each, made by sysbench's own

@@ -19,14 +19,21 @@ QUERIES = ["q1.1", "q1.2", "q1.3", "q2.1", "q2.2", "q2.3", "q3.1", "q3.2", "q3.3
 @pytest.fixture(scope="session")
 def ssb_runs(study):
     """Every SSB query cold and traced on MariaDB with LINEORDER on the fast tier, and warm and untraced on
-    PostgreSQL (its planner's own joins, and hash or index joins forced) and MySQL for their answers."""
-    postgresql = {"engine": "postgresql", "queries": "all", "cold": False, "trace": False}
+    PostgreSQL and MySQL (their optimizers' own joins), and on every engine with hash or index joins forced,
+    for their answers and plans; two queries cold and traced on MariaDB with Q1.1 running beside each; and every
+    query split into four subqueries on PostgreSQL."""
+    warm = {"queries": "all", "cold": False, "trace": False}
+    postgresql = {"engine": "postgresql", **warm}
     return {"mariadb": study.run("LO", playbook="ssb.yml", queries="all"),
             "postgresql": study.run("LO", playbook="ssb.yml", **postgresql),
             "postgresql-hash": study.run("LO", playbook="ssb.yml", join_plan="hash", **postgresql),
             "postgresql-index": study.run("LO", playbook="ssb.yml", join_plan="index", fast_random_page_cost="1.1",
                                           capacity_effective_io_concurrency="32", **postgresql),
-            "mysql": study.run("LO", playbook="ssb.yml", engine="mysql", queries="all", cold=False, trace=False)}
+            "mysql": study.run("LO", playbook="ssb.yml", engine="mysql", **warm),
+            "mariadb-corun": study.run("LO", playbook="ssb.yml", queries="2.1,3.4", corun="1.1"),
+            "postgresql-split": study.run("LO", playbook="ssb.yml", subqueries="4", **postgresql),
+            **{f"{engine}-{plan}": study.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan, **warm)
+               for engine in ("mariadb", "mysql") for plan in ("hash", "index")}}
 
 
 def test_an_ssb_run_is_named_for_its_workload_and_runs_each_query_by_its_id(ssb_runs):
@@ -41,7 +48,8 @@ def test_an_ssb_run_is_named_for_its_workload_and_runs_each_query_by_its_id(ssb_
     assert set(queries["status"]) == {"ok"}
 
 
-@pytest.mark.parametrize("engine", ["postgresql", "postgresql-hash", "postgresql-index", "mysql"])
+@pytest.mark.parametrize("engine", ["postgresql", "postgresql-hash", "postgresql-index", "mysql", "mariadb-hash",
+                                    "mariadb-index", "mysql-hash", "mysql-index"])
 def test_every_ssb_query_returns_the_same_answer_as_on_mariadb(ssb_runs, engine):
     different = [query for query in QUERIES
                  if not same_answer(read_answer(ssb_runs[engine] / "raw" / "output" / f"{query}_try1.tsv"),
@@ -90,3 +98,91 @@ def test_each_tablespace_has_its_tier_s_planner_costs_and_prefetch_depth(ssb_run
     assert options == {
         "tierlab_fast": {"seq_page_cost=1.0", "random_page_cost=1.1", "effective_io_concurrency=1"},
         "tierlab_capacity": {"seq_page_cost=1.0", "random_page_cost=4.0", "effective_io_concurrency=32"}}
+
+
+@pytest.mark.parametrize(("engine", "setting", "value"), [
+    ("mariadb", "join_cache_level", "4"), ("mysql", "optimizer_switch", "block_nested_loop=on")])
+def test_a_forced_hash_plan_on_the_mysql_family_scans_lineorder_in_every_query(ssb_runs, engine, setting, value):
+    run_dir = ssb_runs[f"{engine}-hash"]
+    settings = json.loads((run_dir / "manifest.json").read_text())["engine"]["settings"]
+    assert value in settings[setting].split(",")
+    plans = read_plan_accesses(run_dir, engine, {"lineorder"})
+    assert sorted(set(plans["query"])) == QUERIES
+    assert set(plans["access"]) == {"table scan"}
+
+
+@pytest.mark.parametrize(("engine", "setting", "value", "hash_join"), [
+    ("mariadb", "join_cache_level", "0", '"block-nl-join"'),
+    ("mysql", "optimizer_switch", "block_nested_loop=off", '"join_algorithm": "hash"')])
+def test_a_forced_index_plan_on_the_mysql_family_joins_by_nested_loops_only(ssb_runs, engine, setting, value,
+                                                                              hash_join):
+    run_dir = ssb_runs[f"{engine}-index"]
+    settings = json.loads((run_dir / "manifest.json").read_text())["engine"]["settings"]
+    assert value in settings[setting].split(",")
+    plans = {path.name: path.read_text() for path in sorted((run_dir / "raw" / "plans").glob("*.json"))}
+    assert sorted(plans) == [f"{query}_try1.json" for query in QUERIES]
+    assert [name for name, plan in plans.items() if hash_join in plan] == []
+    # the hash run just before had the optimizer ignore LINEORDER's secondary indexes: this run looks it up by them
+    accesses = read_plan_accesses(run_dir, engine, {"lineorder"})
+    lookups = set(accesses.loc[accesses["access"] == "index lookup", "index"])
+    assert {name for name in lookups if name.startswith("lineorder_")} != set()
+
+
+def test_a_co_runner_runs_beside_each_query_and_is_counted_in_its_row(ssb_runs):
+    run_dir = ssb_runs["mariadb-corun"]
+    queries = pd.read_csv(run_dir / "tables" / "queries.csv", keep_default_na=False)
+    assert list(queries["query"]) == ["q2.1", "q3.4"]
+    assert list(queries["status"]) == ["ok", "ok"]
+    assert list(queries["corun"]) == ["q1.1", "q1.1"]
+    assert list(queries["corun_error"]) == ["", ""]
+    for runs, elapsed in zip(queries["corun_runs"], queries["corun_elapsed_s"], strict=True):
+        # a query faster than one run of its co-runner ends before any of those runs does
+        assert runs >= 0 and (elapsed == "") == (runs == 0)
+    for query in ("q2.1", "q3.4"):
+        assert same_answer(read_answer(run_dir / "raw" / "output" / f"{query}_try1.corun.tsv"),
+                           read_answer(ssb_runs["mariadb"] / "raw" / "output" / "q1.1_try1.tsv"))
+        assert same_answer(read_answer(run_dir / "raw" / "output" / f"{query}_try1.tsv"),
+                           read_answer(ssb_runs["mariadb"] / "raw" / "output" / f"{query}_try1.tsv"))
+
+
+def merged_answer(parts: list[list[list]], sql: str) -> list[list]:
+    """Subqueries' answers as the query's: each group's sums added (SSB selects groups and SUMs of them), in
+    the order of the groups; a subquery that found no rows of an ungrouped sum answers NULL."""
+    select = sql[sql.index("SELECT") + len("SELECT"):sql.index("FROM")].split(",")
+    summed = [column for column, expression in enumerate(select) if expression.strip().upper().startswith("SUM(")]
+    groups = {}
+    for row in (row for part in parts for row in part):
+        if any(row[column] == "NULL" for column in summed):
+            continue
+        key = tuple(value for column, value in enumerate(row) if column not in summed)
+        sums = groups.setdefault(key, [0.0] * len(summed))
+        for n, column in enumerate(summed):
+            sums[n] += row[column]
+    rows = []
+    for key, sums in sorted(groups.items()):
+        values, row = iter(key), []
+        for column in range(len(select)):
+            row.append(sums[summed.index(column)] if column in summed else next(values))
+        rows.append(row)
+    return rows
+
+
+def test_the_subqueries_of_each_ssb_query_answer_it_together(ssb_runs):
+    run_dir = ssb_runs["postgresql-split"]
+    queries = pd.read_csv(run_dir / "tables" / "queries.csv")
+    assert list(queries["subqueries"]) == [4] * len(QUERIES)
+    assert (queries["subquery_min_s"] <= queries["subquery_max_s"]).all()
+    assert (queries["subquery_max_s"] <= queries["elapsed_s"]).all()
+    different = []
+    for query in QUERIES:
+        sql = (run_dir / "config" / "queries" / f"{query}.sql").read_text()
+        parts = [read_answer(run_dir / "raw" / "output" / f"{query}_try1.part{part}.tsv") for part in range(1, 5)]
+        whole = read_answer(ssb_runs["mariadb"] / "raw" / "output" / f"{query}_try1.tsv")
+        if not same_answer(merged_answer(parts, sql), merged_answer([whole], sql)):
+            different.append(query)
+    assert different == []
+
+
+def test_a_split_query_s_plan_is_its_first_subquery_s(ssb_runs):
+    plan = json.loads((ssb_runs["postgresql-split"] / "raw" / "plans" / "q2.1_try1.json").read_text())
+    assert "p_partkey >= 1 AND p_partkey < " in plan["Query Text"]

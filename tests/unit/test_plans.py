@@ -24,6 +24,14 @@ def test_mysql_family_plans_scan_customer_and_look_up_orders_and_lineitem(engine
                                 ("lineitem", "PRIMARY", "index lookup")]
 
 
+def test_a_mariadb_hash_join_reads_its_inner_table_whole():
+    # SSB Q1.3 with LINEORDER's secondary indexes ignored (join_plan=hash): DATE scanned, LINEORDER scanned into
+    # a hashed join buffer (access type hash_ALL, join type BNLH)
+    plan = json.loads((PLANS / "mariadb_ssb_q1.3_hash.json").read_text())
+    assert [(a["table"], a["index"], a["access"]) for a in plan_accesses("mariadb", plan, {"lineorder", "date"})] == [
+        ("date", "", "table scan"), ("lineorder", "", "table scan")]
+
+
 def test_postgresql_scans_orders_and_customer_and_probes_lineitem_s_primary_key_per_row():
     assert accesses("postgresql") == [("orders", "", "table scan"), ("customer", "", "table scan"),
                                       ("lineitem", "lineitem_pkey", "index lookup")]

@@ -130,12 +130,45 @@ def test_a_postgresql_variable_given_for_mariadb_is_refused():
         study(fast_random_page_cost="1.1")
 
 
-def test_a_join_plan_is_the_optimizer_s_own_or_forced_to_hash_or_index_joins():
-    assert study(engine="postgresql")["join_plan"] == "optimizer"
-    assert study(engine="postgresql", join_plan="index")["join_plan"] == "index"
+@pytest.mark.parametrize("engine", ["mariadb", "mysql", "postgresql"])
+def test_a_join_plan_is_the_optimizer_s_own_or_forced_to_hash_or_index_joins(engine):
+    assert study(engine=engine)["join_plan"] == "optimizer"
+    assert study(engine=engine, join_plan="index")["join_plan"] == "index"
     with pytest.raises(StudyInputError) as err:
         study(engine="postgresql", join_plan="merge")
     assert str(err.value) == "join_plan='merge' is not allowed; allowed: optimizer, hash, index"
+
+
+def test_a_run_has_no_co_runner_unless_one_query_is_named():
+    assert study()["corun"] == "none"
+    assert study(corun="None")["corun"] == "none"
+    assert study(corun="3")["corun"] == "q03"
+    assert study(workload="ssb", layout="LO", corun="q2.1")["corun"] == "q2.1"
+
+
+@pytest.mark.parametrize("value", ["all", "3,5", "23", "q1.1"])
+def test_a_co_runner_other_than_one_query_of_the_workload_is_refused(value):
+    with pytest.raises(StudyInputError) as err:
+        study(corun=value)
+    assert str(err.value) == f"corun={value!r} is not allowed; allowed: none, or one tpch query from q01 to q22 (e.g. q22)"
+
+
+def test_ssb_queries_are_split_by_their_driving_dimension_s_keys_only_when_asked():
+    assert study(workload="ssb", layout="LO", queries="1.1,3.4")["subquery_keys"] == {}
+    split = study(workload="ssb", layout="LO", queries="1.1,2.1,3.4", subqueries="4")
+    assert split["subqueries"] == 4
+    assert split["subquery_keys"] == {"q1.1": ["date", "d_datekey"], "q2.1": ["part", "p_partkey"],
+                                      "q3.4": ["customer", "c_custkey"]}
+
+
+def test_subqueries_are_refused_for_tpch_and_beyond_64():
+    with pytest.raises(StudyInputError) as err:
+        study(subqueries="2")
+    assert str(err.value) == ("subqueries='2' means nothing for workload=tpch; it applies to workload ssb only. "
+                              "Leave it unset for tpch")
+    with pytest.raises(StudyInputError) as err:
+        study(workload="ssb", layout="LO", subqueries="65")
+    assert str(err.value) == "subqueries='65' is not allowed; allowed: a whole number from 1 to 64"
 
 
 def test_postgresql_refuses_a_block_size_other_than_8k():
@@ -268,6 +301,13 @@ def test_a_scale_factor_is_refused_for_sysbench():
     with pytest.raises(StudyInputError) as err:
         sysbench(scale_factor="1")
     assert str(err.value) == ("scale_factor='1' means nothing for workload=sysbench; it applies to workload tpch and "
+                              "ssb only. Leave it unset for sysbench")
+
+
+def test_a_co_runner_is_refused_for_sysbench():
+    with pytest.raises(StudyInputError) as err:
+        sysbench(corun="read_only")
+    assert str(err.value) == ("corun='read_only' means nothing for workload=sysbench; it applies to workload tpch and "
                               "ssb only. Leave it unset for sysbench")
 
 

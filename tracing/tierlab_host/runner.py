@@ -1,5 +1,5 @@
 """The query loop: for each step (a query, or a driver's test for a timed window) and try, cold start,
-warm-up (a driver's), trace on, execute, trace off, record.
+warm-up (a driver's), trace on, execute (with the run's corun query beside it, if any), trace off, record.
 
 The server is left running at the end, as the engine role started it.
 Everything measured is written as soon as it exists: one JSON line per try in
@@ -15,11 +15,13 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import emulator, sysbench, trace
+from . import emulator, subqueries, sysbench, trace
 from .engines import engine
 from .extents import map_files
 from .system import HostError, device_of_path
@@ -137,20 +139,39 @@ def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
 
 
 class QueryStep:
-    """A step of a query workload: one query file, run by the engine's client under the query timeout."""
+    """A step of a query workload: one query file, run by the engine's client under the query timeout; or, split
+    into subqueries (key_starts: the first key of each range of its driving dimension), each subquery on a
+    client of its own, all at once, the step ending when the last one does."""
 
-    def __init__(self, spec: dict, query: str):
+    def __init__(self, spec: dict, query: str, key_starts: dict[str, list[int]]):
         self.spec = spec
         self.sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
+        keys = spec["subquery_keys"].get(query)
+        self.parts = subqueries.split(self.sql, keys[1], key_starts[keys[0]]) if keys else [self.sql]
 
     def warm_up(self, db, raw: Path, label: str) -> None:
         """A query runs as it comes (cold or warm as the run says)."""
 
     def run(self, db, raw: Path, label: str) -> dict:
-        return execute(db, self.spec["database"], self.sql, self.spec["query_timeout_s"], raw / "output" / f"{label}.tsv")
+        if len(self.parts) == 1:
+            return execute(db, self.spec["database"], self.sql, self.spec["query_timeout_s"],
+                           raw / "output" / f"{label}.tsv")
+        started = time.monotonic()
+        with ThreadPoolExecutor(len(self.parts)) as pool:
+            results = list(pool.map(
+                lambda part: execute(db, self.spec["database"], self.parts[part], self.spec["query_timeout_s"],
+                                     raw / "output" / f"{label}.part{part + 1}.tsv"), range(len(self.parts))))
+        elapsed = time.monotonic() - started
+        failed = [(part, result) for part, result in enumerate(results, 1) if result["status"] != "ok"]
+        times = [result["elapsed_s"] for result in results]
+        return {"status": failed[0][1]["status"] if failed else "ok",
+                "error": "; ".join(f"subquery {part}: {result['error']}" for part, result in failed),
+                "elapsed_s": elapsed, "rows": None if failed else sum(result["rows"] for result in results),
+                "subqueries": len(self.parts), "subquery_min_s": min(times), "subquery_max_s": max(times)}
 
     def plan(self, db, log_from: int) -> str | None:
-        return db.plan(self.spec["database"], self.sql, log_from)
+        """The plan of the query, or of its first subquery when it is split."""
+        return db.plan(self.spec["database"], self.parts[0], log_from)
 
 
 class SysbenchStep:
@@ -187,9 +208,59 @@ class SysbenchStep:
         """A timed window runs many statements: no one plan."""
 
 
-def step(spec: dict, query: str):
+class CoRunner:
+    """The run's corun query, run over and over on a connection of its own beside a step, each time to its end,
+    from just before the step starts until the step ends: the interference of a second workload. The run that
+    is under way when the step ends is waited for (it may outlast the step's window), so that nothing of it
+    runs into the next step; only the runs that ended within the window are counted."""
+
+    def __init__(self, db, spec: dict, raw: Path, label: str):
+        self.db = db
+        self.spec = spec
+        self.query = spec["corun"]
+        self.sql = (Path(spec["queries_dir"]) / f"{self.query}.sql").read_text()
+        self.output = raw / "output" / f"{label}.corun.tsv"
+        self.runs: list[dict] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"corun {self.query}", daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            result = execute(self.db, self.spec["database"], self.sql, self.spec["query_timeout_s"], self.output)
+            self.runs.append({**result, "ended": time.monotonic()})
+            if result["status"] != "ok":
+                return
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def end_window(self) -> None:
+        """The step's window has ended: no run starts after this."""
+        self.window_end = time.monotonic()
+        self.stopping.set()
+
+    def result(self) -> dict:
+        """Once the run under way has ended, the row's corun fields: the query, how many of its runs ended
+        within the step's window, their mean seconds, and the error of a run that failed (the co-runner stops at
+        its first failure)."""
+        self.thread.join()
+        within = [run for run in self.runs if run["ended"] <= self.window_end and run["status"] == "ok"]
+        failed = [run for run in self.runs if run["status"] != "ok"]
+        return {"corun": self.query, "corun_runs": len(within),
+                "corun_elapsed_s": sum(run["elapsed_s"] for run in within) / len(within) if within else None,
+                "corun_error": f"{failed[0]['status']}: {failed[0]['error']}" if failed else ""}
+
+
+def step(spec: dict, query: str, key_starts: dict[str, list[int]]):
     """The step a run's query id stands for: a query of a query workload, or a test of a driver."""
-    return SysbenchStep(spec, query) if spec.get("driver") else QueryStep(spec, query)
+    return SysbenchStep(spec, query) if spec.get("driver") else QueryStep(spec, query, key_starts)
+
+
+def subquery_key_starts(db, spec: dict) -> dict[str, list[int]]:
+    """Per driving dimension of the run's split queries, the first key of each subquery's range."""
+    dimensions = {tuple(keys) for keys in spec["subquery_keys"].values()}
+    return {table: subqueries.key_starts(db, spec["database"], table, column, spec["subqueries"])
+            for table, column in sorted(dimensions)}
 
 
 def object_files(db, spec: dict) -> list[dict]:
@@ -230,6 +301,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                         "down and bring them up again if they are older)")
     db.start()
     (raw / "engine.json").write_text(json.dumps(db.facts(), indent=1))
+    key_starts = subquery_key_starts(db, spec)
     extents_file = raw / "extents.json"
     if not extents_file.exists():
         extents_file.write_text(json.dumps({"taken_at": _now(), "files": map_files(object_files(db, spec))}, indent=1))
@@ -246,7 +318,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}"
                            if cached else "off")
         for query, attempt in _pending(spec, done):
-            current = step(spec, query)
+            current = step(spec, query, key_starts)
             label = f"{query}_try{attempt}"
             if spec["cold"]:
                 _cold_restart(db)
@@ -260,10 +332,15 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             emulators_before = emulator.require_running()
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
+            corunner = CoRunner(db, spec, raw, label) if spec.get("corun") else None
             if backend:
                 backend.start(label, raw / "traces")
+            if corunner:
+                corunner.start()
             result = current.run(db, raw, label)
             trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
+            if corunner:
+                corunner.end_window()
             row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
             try:
@@ -287,6 +364,8 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             counters = {"before": before, "after": after, "delta": deltas,
                         "device_model": emulator.counter_delta(emulators_before, emulators_after)}
             (raw / "counters" / f"{label}.json").write_text(json.dumps(counters, indent=1))
+            if corunner:
+                row.update(corunner.result())
             failed_tries += row["status"] != "ok"
             _append(rows_file, row)
             _progress(raw, f"{label} {row['status']} {row['elapsed_s']:.3f}")

@@ -124,16 +124,21 @@ class Postgresql:
         return counters
 
     def plan(self, database: str, sql: str, log_from: int) -> str | None:
-        """The plan auto_explain logged for the statement run since the log had `log_from` bytes (JSON text)."""
+        """The plan auto_explain logged for the statement since the log had `log_from` bytes (JSON text): the
+        first whose query text is the statement's, since statements run beside it (a co-runner, the other
+        subqueries) log theirs too."""
         with open(self.spec["log_file"], "rb") as log:
             log.seek(log_from)
             text = log.read().decode(errors="replace")
+        wanted = _statement(sql)
         start = text.find(PLAN_MARK)
-        if start < 0:
-            return None
-        # the log indents the plan's lines with a tab, which the decoder does not skip before the value
-        plan, _ = json.JSONDecoder().raw_decode(text, text.index("{", start))
-        return json.dumps(plan, indent=1)
+        while start >= 0:
+            # the log indents the plan's lines with a tab, which the decoder does not skip before the value
+            plan, end = json.JSONDecoder().raw_decode(text, text.index("{", start))
+            if _statement(plan.get("Query Text", "")) == wanted:
+                return json.dumps(plan, indent=1)
+            start = text.find(PLAN_MARK, end)
+        return None
 
     def object_files(self, database: str, tables: list[str]) -> list[dict]:
         """The files of each table, its indexes and its TOAST table and index: every segment of every
@@ -215,3 +220,9 @@ def _segments(first: Path):
         yield number, path
         number += 1
         path = first.with_name(f"{first.name}.{number}")
+
+
+def _statement(sql: str) -> str:
+    """A statement as psql sends it, to compare: without its comment lines, its spacing or its closing ';'."""
+    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+    return " ".join(" ".join(lines).split()).rstrip(";").rstrip()
