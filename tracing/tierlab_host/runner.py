@@ -221,6 +221,7 @@ class CoRunner:
         self.sql = (Path(spec["queries_dir"]) / f"{self.query}.sql").read_text()
         self.output = raw / "output" / f"{label}.corun.tsv"
         self.runs: list[dict] = []
+        self.window_end: float | None = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"corun {self.query}", daemon=True)
 
