@@ -356,8 +356,9 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:
     """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category,
-    and how its plan read each table (so that runs of different engines show why their patterns differ); per
-    sysbench test its transactions per second and latency."""
+    the requests in flight on the tier that served most of them (while it was busy), and how its plan read each
+    table (so that runs of different engines, plans or degrees of parallelism show why their patterns differ);
+    per sysbench test its transactions per second and latency."""
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = []
     for label, tables in runs.items():
@@ -367,6 +368,10 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
         if not metrics.empty:
             per_query = per_query.join(metrics.groupby("query")[["io_time_s", "sequential_pct", "repeat_access_rate"]].median())
             per_query = per_query.join(metrics.groupby("query")["category"].first())
+        tiers = tables.get("tier_metrics", pd.DataFrame())
+        if not tiers.empty:
+            busiest = tiers.loc[tiers.groupby(["query", "try"])["requests"].idxmax()]
+            per_query = per_query.join(busiest.groupby("query")["inflight_mean"].median())
         if not tables["plan_accesses"].empty:
             per_query = per_query.join(pd.Series(plan_summary(tables["plan_accesses"]), name="plan"))
         if "throughput" in tables:

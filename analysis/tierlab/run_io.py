@@ -402,11 +402,10 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame:
 
 
 def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics, plan_accesses, and a timed
-    workload's throughput)."""
+    """The CSV tables a previous `tierlab analyze` wrote (queries, query_metrics, plan_accesses, and those a run
+    has when it was traced, tier_metrics, or is of a timed workload, throughput)."""
     names = ["queries", "query_metrics", "plan_accesses"]
-    if (run_dir / "tables" / "throughput.csv").exists():
-        names.append("throughput")
+    names += [name for name in ("tier_metrics", "throughput") if (run_dir / "tables" / f"{name}.csv").exists()]
     return {name: read_table(run_dir, name) for name in names}
 
 

@@ -98,6 +98,22 @@ def test_compare_puts_each_engine_s_plan_beside_its_time(tmp_path):
         "q03,2.5,lineitem table scan; orders table scan; customer table scan,20261123T090000Z_postgresql_tpch-sf0.1_ALL"]
 
 
+def test_compare_gives_the_requests_in_flight_on_the_tier_that_served_most_of_each_query(tmp_path):
+    path = run_dir(tmp_path / "run", json.dumps({"schema_version": 2, "run_id": "20261125T090000Z_postgresql_ssb-sf1_None"}))
+    (path / "tables").mkdir()
+    (path / "tables" / "queries.csv").write_text("query,try,status,elapsed_s\nq2.1,1,ok,52.3\nq3.4,1,ok,16.4\n")
+    (path / "tables" / "query_metrics.csv").write_text("\n")
+    (path / "tables" / "plan_accesses.csv").write_text("\n")
+    (path / "tables" / "tier_metrics.csv").write_text(
+        "query,try,tier,requests,inflight_mean\nq2.1,1,nand,9000,1.9\nq2.1,1,optane,12,1.0\n"
+        "q3.4,1,nand,40,1.0\nq3.4,1,optane,7000,2.7\n")
+    main(["compare", str(path), "--out", str(tmp_path / "compared")])
+    assert (tmp_path / "compared" / "compare.csv").read_text().splitlines() == [
+        "query,elapsed_s,inflight_mean,run",
+        "q2.1,52.3,1.9,20261125T090000Z_postgresql_ssb-sf1_None",
+        "q3.4,16.4,2.7,20261125T090000Z_postgresql_ssb-sf1_None"]
+
+
 def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_path):
     dirs = []
     for name, dilation in (("a", 9.0), ("b", 7.4)):
