@@ -35,7 +35,8 @@ LATENCY_EDGES_US = 10.0 ** (np.arange(-200, 901) / 100)
 @dataclass
 class Pieces:
     """Per piece, in page order (see page_order), which subsets keep, so that the page counts of a query,
-    its tiers and its tables sort once: its row in the requests frame it came from, its page space (a
+    its tiers and its tables sort once (the requests of a trace, which have no subsets, stay in dispatch
+    order): its row in the requests frame it came from, its page space (a
     number: objects >= 0, each device's unmapped space < 0), first and last page, whether it is a read, a
     write, sequential (see mark_sequential), and the head (piece 0) of its request; and the request's
     dispatch time, latency, whole size, and whether its first sector is off a 4 KiB boundary."""
@@ -61,37 +62,41 @@ class Pieces:
         sector = requests["sector"].to_numpy(dtype=np.int64)
         objects, _ = pd.factorize(requests["object"])
         devices = device_codes(requests["device"]).astype(np.int64)
-        return cls._in_page_order(requests, page_bytes, space=np.where(mapped, objects, -1 - devices),
-                                  start_bytes=np.where(mapped, np.nan_to_num(offset), sector * SECTOR_BYTES).astype(np.int64),
-                                  head=requests["piece"].to_numpy() == 0,
-                                  request_size_sectors=requests["request_size_sectors"].to_numpy(),
-                                  sequential=requests["sequential"].to_numpy(dtype=bool))
+        space = np.where(mapped, objects, -1 - devices)
+        start_bytes = np.where(mapped, np.nan_to_num(offset), sector * SECTOR_BYTES).astype(np.int64)
+        return cls._ordered(requests, page_bytes, page_order(space, start_bytes // page_bytes), space=space,
+                            start_bytes=start_bytes, head=requests["piece"].to_numpy() == 0,
+                            request_size_sectors=requests["request_size_sectors"].to_numpy(),
+                            sequential=requests["sequential"].to_numpy(dtype=bool))
 
     @classmethod
     def of_requests(cls, requests: pd.DataFrame, sequential: np.ndarray, page_bytes: int) -> "Pieces":
-        """The requests of a trace with no file map (one piece each, device-aligned pages), and their
-        sequential flags."""
+        """The requests of a trace with no file map (one piece each, device-aligned pages, in the frame's
+        order), and their sequential flags."""
         devices = device_codes(requests["device"]).astype(np.int64)
-        return cls._in_page_order(requests, page_bytes, space=-1 - devices,
-                                  start_bytes=requests["sector"].to_numpy(dtype=np.int64) * SECTOR_BYTES,
-                                  head=np.ones(len(requests), dtype=bool),
-                                  request_size_sectors=requests["size_sectors"].to_numpy(), sequential=sequential)
+        return cls._ordered(requests, page_bytes, None, space=-1 - devices,
+                            start_bytes=requests["sector"].to_numpy(dtype=np.int64) * SECTOR_BYTES,
+                            head=np.ones(len(requests), dtype=bool),
+                            request_size_sectors=requests["size_sectors"].to_numpy(), sequential=sequential)
 
     @classmethod
-    def _in_page_order(cls, requests: pd.DataFrame, page_bytes: int, space: np.ndarray, start_bytes: np.ndarray,
-                       head: np.ndarray, request_size_sectors: np.ndarray, sequential: np.ndarray) -> "Pieces":
+    def _ordered(cls, requests: pd.DataFrame, page_bytes: int, order: np.ndarray | None, space: np.ndarray,
+                 start_bytes: np.ndarray, head: np.ndarray, request_size_sectors: np.ndarray,
+                 sequential: np.ndarray) -> "Pieces":
+        """The pieces in the given order of the frame's rows (None: the frame's own)."""
+        row = np.arange(len(requests)) if order is None else order
+        pick = slice(None) if order is None else order
         first_page = start_bytes // page_bytes
-        order = page_order(space, first_page)
-        sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[order]
+        sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[pick]
         # 4-byte numbers where the range allows: memory is what bounds the largest trace
-        return cls(row=order.astype(np.min_scalar_type(len(order))), space=space[order].astype(np.int32),
-                   first_page=first_page[order], last_page=(start_bytes[order] + sizes * SECTOR_BYTES - 1) // page_bytes,
-                   read=(requests["op"] == "R").to_numpy()[order], write=(requests["op"] == "W").to_numpy()[order],
-                   sequential=sequential[order], head=head[order],
-                   ts_s=requests["ts_s"].to_numpy(dtype=np.float64)[order],
-                   latency_us=requests["latency_us"].to_numpy(dtype=np.float64)[order],
-                   request_size_sectors=request_size_sectors[order].astype(np.int32),
-                   misaligned=requests["sector"].to_numpy()[order] % 8 != 0)
+        return cls(row=row.astype(np.min_scalar_type(len(row))), space=space[pick].astype(np.int32),
+                   first_page=first_page[pick], last_page=(start_bytes[pick] + sizes * SECTOR_BYTES - 1) // page_bytes,
+                   read=(requests["op"] == "R").to_numpy()[pick], write=(requests["op"] == "W").to_numpy()[pick],
+                   sequential=sequential[pick], head=head[pick],
+                   ts_s=requests["ts_s"].to_numpy(dtype=np.float64)[pick],
+                   latency_us=requests["latency_us"].to_numpy(dtype=np.float64)[pick],
+                   request_size_sectors=request_size_sectors[pick].astype(np.int32),
+                   misaligned=requests["sector"].to_numpy()[pick] % 8 != 0)
 
     def __getitem__(self, mask: np.ndarray) -> "Pieces":
         return Pieces(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
@@ -150,7 +155,7 @@ def union_pages(one: PageUnion, other: PageUnion) -> int:
     return int(_union_pages(*one.runs(), *other.runs()))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _next_range(a_space, a_first, a_last, i, b_space, b_first, b_last, j):
     """Two lists of ranges in page order walked together: the next range (space, first, last) and the two
     positions after it."""
@@ -160,7 +165,7 @@ def _next_range(a_space, a_first, a_last, i, b_space, b_first, b_last, j):
     return np.int64(b_space[j]), b_first[j], b_last[j], i, j + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
     """The pages of the union of two sets of disjoint runs in page order, walked together without a copy."""
     i = j = 0
@@ -181,7 +186,7 @@ def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
     """Disjoint runs and ranges, both in page order, merged into disjoint runs (touching ones join)."""
     total = len(run_space) + len(space)
@@ -211,7 +216,7 @@ def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
     return by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max(initial=0)))[by_page], kind="stable")]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _in_page_order(space, first_page):
     for i in range(1, len(space)):
         if space[i] < space[i - 1] or (space[i] == space[i - 1] and first_page[i] < first_page[i - 1]):
@@ -245,17 +250,27 @@ def sequential_flags(requests: pd.DataFrame, page_bytes: int, window: int = STRE
     requests to the same device ended (that end then continues this request's stream, and is no longer
     waited on), or spans more than one page. `streams` carries the state from an earlier chunk of the
     same trace (its devices numbered alike: see device_codes); without it, every stream starts afresh."""
-    ts_s = requests["ts_s"].to_numpy()
-    order = np.arange(len(ts_s)) if (ts_s[1:] >= ts_s[:-1]).all() else np.argsort(ts_s, kind="stable")
-    devices = device_codes(requests["device"]).astype(np.int64)
+    return sequential_of(requests["ts_s"].to_numpy(), device_codes(requests["device"]),
+                         requests["sector"].to_numpy(dtype=np.int64), requests["size_sectors"].to_numpy(dtype=np.int64),
+                         page_bytes, window, streams)
+
+
+def sequential_of(ts_s: np.ndarray, devices: np.ndarray, sector: np.ndarray, size_sectors: np.ndarray,
+                  page_bytes: int, window: int = STREAM_WINDOW, streams: Streams | None = None) -> np.ndarray:
+    """sequential_flags of requests given as arrays (devices: their codes)."""
+    order = None if (ts_s[1:] >= ts_s[:-1]).all() else np.argsort(ts_s, kind="stable")
+    pick = slice(None) if order is None else order
+    devices = devices.astype(np.int64)
     streams = streams or Streams(0, window)
     streams.cover(int(devices.max(initial=-1)) + 1)
-    starts = requests["sector"].to_numpy(dtype=np.int64)[order]
-    sizes = requests["size_sectors"].to_numpy(dtype=np.int64)[order]
-    continued = _continued(devices[order], starts, starts + sizes, streams.ends, streams.lengths)
-    flags = np.empty(len(order), dtype=bool)
-    flags[order] = continued | (sizes > page_bytes // SECTOR_BYTES)
-    return flags
+    starts, sizes = sector[pick], size_sectors[pick]
+    continued = _continued(devices[pick], starts, starts + sizes, streams.ends, streams.lengths)
+    flags = continued | (sizes > page_bytes // SECTOR_BYTES)
+    if order is None:
+        return flags
+    in_place = np.empty(len(order), dtype=bool)
+    in_place[order] = flags
+    return in_place
 
 
 def device_codes(device: pd.Series) -> np.ndarray:
@@ -266,7 +281,7 @@ def device_codes(device: pd.Series) -> np.ndarray:
     return pd.factorize(device)[0]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _continued(devices, starts, ends, queues, lengths):
     """Per request in time order, whether it starts where one of its device's remembered request ends
     lies (oldest first); a matched end leaves the queue, a full queue drops its oldest."""
@@ -321,19 +336,18 @@ class InFlight:
         done = ~np.isnan(latency_us)
         if not done.any():
             return
-        order = np.argsort(ts_s[done])
-        starts = ts_s[done][order]
-        ends = starts + latency_us[done][order] / 1e6
-        covered_before = np.maximum.accumulate(np.r_[self.covered_to, ends[:-1]])
-        self.busy_s += float(np.maximum(ends - np.maximum(starts, covered_before), 0).sum())
-        self.covered_to = max(self.covered_to, float(ends.max()))
-        self.latency_sum_us += float(latency_us[done].sum())
+        starts, latency_us = ts_s[done], latency_us[done]
+        if not (starts[1:] >= starts[:-1]).all():
+            order = np.argsort(starts)
+            starts, latency_us = starts[order], latency_us[order]
+        ends = starts + latency_us / 1e6
+        busy_s, self.covered_to = _busy(starts, ends, self.covered_to)
+        self.busy_s += busy_s
+        self.latency_sum_us += float(latency_us.sum())
         ends = np.sort(np.concatenate([self.pending, ends]))
-        depth = (self.dispatched - self.completed + np.arange(1, len(starts) + 1)
-                 - np.searchsorted(ends, starts, side="right"))
-        self.peak = max(self.peak, int(depth.max()))
+        peak, gone = _peak_depth(starts, ends, self.dispatched - self.completed)
+        self.peak = max(self.peak, peak)
         self.dispatched += len(starts)
-        gone = int(np.searchsorted(ends, starts[-1], side="right"))
         self.completed += gone
         self.pending = ends[gone:]
 
@@ -341,6 +355,32 @@ class InFlight:
         return {"io_time_s": self.busy_s,
                 "inflight_mean": self.latency_sum_us / 1e6 / self.busy_s if self.busy_s > 0 else float("nan"),
                 "inflight_max": self.peak}
+
+
+@numba.njit(cache=True, nogil=True)
+def _busy(starts, ends, covered_to):
+    """The time requests in dispatch order cover beyond what is covered up to covered_to; and how far they
+    cover then."""
+    busy = 0.0
+    for i in range(len(starts)):
+        if ends[i] > covered_to:
+            busy += ends[i] - max(starts[i], covered_to)
+            covered_to = ends[i]
+    return busy, covered_to
+
+
+@numba.njit(cache=True, nogil=True)
+def _peak_depth(starts, ends, in_flight):
+    """The most requests in flight at a dispatch (starts in order; ends sorted, those of requests still in
+    flight before the first start included; in_flight of them), a completion at the same instant first; and
+    how many of the ends come at or before the last start."""
+    peak = 0
+    gone = 0
+    for i in range(len(starts)):
+        while gone < len(ends) and ends[gone] <= starts[i]:
+            gone += 1
+        peak = max(peak, in_flight + i + 1 - gone)
+    return peak, gone
 
 
 def size_histogram(pieces: Pieces) -> pd.DataFrame:
@@ -374,6 +414,35 @@ def category(random_pct: float, repeat_rate: float,
     return CATEGORIES[(random_pct > random_threshold, repeat_rate > repeat_threshold)]
 
 
+TALLIED = ("pages", "read_pages", "sequential_pages", "requests", "read_requests", "write_requests", "read_bytes",
+           "write_bytes", "tiny", "misaligned")
+
+
+@numba.njit(cache=True, nogil=True)
+def _tally(first_page, last_page, read, write, sequential, head, size_sectors, misaligned):
+    """AccessTotals' counts of pieces, in the order of TALLIED: pages of every piece; requests, their bytes,
+    tiny (under 4 KiB) and misaligned ones from the heads."""
+    tally = np.zeros(len(TALLIED), np.int64)
+    for i in range(len(first_page)):
+        pages = last_page[i] - first_page[i] + 1
+        tally[0] += pages
+        if read[i]:
+            tally[1] += pages
+            if sequential[i]:
+                tally[2] += pages
+        if head[i]:
+            tally[3] += 1
+            if read[i]:
+                tally[4] += 1
+                tally[6] += size_sectors[i] * SECTOR_BYTES
+            if write[i]:
+                tally[5] += 1
+                tally[7] += size_sectors[i] * SECTOR_BYTES
+            tally[8] += size_sectors[i] < 8
+            tally[9] += misaligned[i]
+    return tally
+
+
 class AccessTotals:
     """The access-pattern metrics of a set of request pieces given in one or more chunks (in dispatch
     order; see InFlight), every figure exact whatever the chunking. Page metrics count every piece;
@@ -389,24 +458,16 @@ class AccessTotals:
         self.latencies: list[np.ndarray] = []
 
     def add(self, pieces: Pieces) -> None:
-        counts, read = self.counts, pieces.read
-        lengths = pieces.last_page - pieces.first_page + 1
-        counts["pages"] += int(lengths.sum())
-        counts["read_pages"] += int(lengths[read].sum())
-        counts["sequential_pages"] += int(lengths[read & pieces.sequential].sum())
+        read = pieces.read
+        tally = _tally(pieces.first_page, pieces.last_page, read, pieces.write, pieces.sequential, pieces.head,
+                       pieces.request_size_sectors, pieces.misaligned)
+        for key, value in zip(TALLIED, tally.tolist(), strict=True):
+            self.counts[key] += value
         self.read_pages.add(pieces.space[read], pieces.first_page[read], pieces.last_page[read])
         self.write_pages.add(pieces.space[~read], pieces.first_page[~read], pieces.last_page[~read])
         head = pieces.head
-        sizes, head_read, head_write = pieces.request_size_sectors[head], read[head], pieces.write[head]
-        counts["requests"] += len(sizes)
-        counts["read_requests"] += int(head_read.sum())
-        counts["write_requests"] += int(head_write.sum())
-        counts["read_bytes"] += int(sizes[head_read].sum()) * SECTOR_BYTES
-        counts["write_bytes"] += int(sizes[head_write].sum()) * SECTOR_BYTES
-        counts["tiny"] += int((sizes < 8).sum())
-        counts["misaligned"] += int(pieces.misaligned[head].sum())
-        latency = pieces.latency_us[head]
-        self.flight.add(pieces.ts_s[head], latency)
+        ts_s, latency = (pieces.ts_s, pieces.latency_us) if head.all() else (pieces.ts_s[head], pieces.latency_us[head])
+        self.flight.add(ts_s, latency)
         self.latencies.append(latency[~np.isnan(latency)])
 
     def summary(self, random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
@@ -474,7 +535,7 @@ def contention(requests: pd.DataFrame, rows: np.ndarray) -> dict:
             "reads_beside_writes_pct": 100.0 * beside / reads.sum() if reads.any() else float("nan")}
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _crowded(chunk, ts, end):
     """How many requests, sorted by chunk and then dispatch time, start while an earlier request of their
     chunk is still in flight."""

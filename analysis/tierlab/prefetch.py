@@ -1,7 +1,11 @@
-"""An iterator whose next items are produced on a thread of their own."""
+"""Work handed between threads: an iterator whose next items are produced on a thread of their own, and a
+sink whose items are consumed on one."""
 
 import queue
 import threading
+from contextlib import contextmanager
+
+_END = object()
 
 
 def prefetched(items, depth: int = 2):
@@ -42,3 +46,36 @@ def prefetched(items, depth: int = 2):
     finally:
         stop.set()
         worker.join()
+
+
+@contextmanager
+def sink_on_thread(sink, depth: int = 2):
+    """A sink (a callable given items one by one) that works on a thread of its own, so that the caller
+    makes the next item meanwhile; at most `depth` wait. The sink's exception is raised at the next call or
+    on leaving, which waits until the sink has had every item."""
+    handover: queue.Queue = queue.Queue(maxsize=depth)
+    failed: list[BaseException] = []
+
+    def work():
+        while (item := handover.get()) is not _END:
+            if failed:
+                continue
+            try:
+                sink(item)
+            except BaseException as error:  # raised on the caller's side
+                failed.append(error)
+
+    def put(item) -> None:
+        if failed:
+            raise failed[0]
+        handover.put(item)
+
+    worker = threading.Thread(target=work, name="tierlab-sink", daemon=True)
+    worker.start()
+    try:
+        yield put
+    finally:
+        handover.put(_END)
+        worker.join()
+    if failed:
+        raise failed[0]

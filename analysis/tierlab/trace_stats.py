@@ -13,11 +13,12 @@ import pandas as pd
 
 from .block_trace import concat_requests
 from .errors import TraceFormatError
-from .metrics import AccessTotals, Pieces, Streams, sequential_flags
+from .metrics import AccessTotals, Pieces, Streams, device_codes, sequential_of
 from .parse_blktrace import SINK_ROWS, parse_blkparse_text, parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 from .parse_ftrace_raw import MAGIC as RAW_MAGIC
 from .parse_ftrace_raw import parse_ftrace_raw
+from .prefetch import sink_on_thread
 
 FORMATS = ("auto", "binary", "blkparse", "ftrace", "ftrace-raw")
 BLKTRACE_MAGIC = 0x65617400
@@ -102,8 +103,9 @@ class StatsSink:
     def __call__(self, requests: pd.DataFrame) -> None:
         reads = (requests["op"] == "R").to_numpy()
         sequential = np.zeros(len(requests), dtype=bool)
-        sequential[reads] = sequential_flags(requests.loc[reads, ["ts_s", "device", "sector", "size_sectors"]],
-                                             self.page_bytes, streams=self.streams)
+        sequential[reads] = sequential_of(requests["ts_s"].to_numpy()[reads], device_codes(requests["device"])[reads],
+                                          requests["sector"].to_numpy()[reads], requests["size_sectors"].to_numpy()[reads],
+                                          self.page_bytes, streams=self.streams)
         self.totals.add(Pieces.of_requests(requests, sequential, self.page_bytes))
         self.devices.update(requests["device"].unique().tolist())
 
@@ -122,18 +124,19 @@ def trace_stats(paths: list[str], fmt: str, tolerate_errors: bool, page_bytes: i
     sink = StatsSink(page_bytes)
     counts: dict[str, int] = {}
     parsed = []
-    for number, (kind, source) in enumerate(sources, 1):
-        if progress:
-            progress(number, len(sources), f"{' '.join(source)} ({kind})")
-        trace = _parse(kind, source, tolerate_errors, sink if len(sources) == 1 else None)
-        for key, value in trace.counts.items():
-            counts[key] = counts.get(key, 0) + value
-        parsed.append(trace.requests)
-    if len(sources) > 1:
-        requests = concat_requests(parsed).sort_values("ts_s", kind="stable").reset_index(drop=True)
-        del parsed
-        for begin in range(0, len(requests), SINK_ROWS):
-            sink(requests.iloc[begin:begin + SINK_ROWS])
+    with sink_on_thread(sink) as measure:
+        for number, (kind, source) in enumerate(sources, 1):
+            if progress:
+                progress(number, len(sources), f"{' '.join(source)} ({kind})")
+            trace = _parse(kind, source, tolerate_errors, measure if len(sources) == 1 else None)
+            for key, value in trace.counts.items():
+                counts[key] = counts.get(key, 0) + value
+            parsed.append(trace.requests)
+        if len(sources) > 1:
+            requests = concat_requests(parsed).sort_values("ts_s", kind="stable").reset_index(drop=True)
+            del parsed
+            for begin in range(0, len(requests), SINK_ROWS):
+                measure(requests.iloc[begin:begin + SINK_ROWS])
     summary = sink.totals.summary()
     latency = {key.removeprefix("latency_").removesuffix("_us"): summary.pop(key)
                for key in list(summary) if key.startswith("latency_")}
