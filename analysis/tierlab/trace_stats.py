@@ -104,7 +104,8 @@ class StatsSink:
         reads = (requests["op"] == "R").to_numpy()
         sequential = np.zeros(len(requests), dtype=bool)
         sequential[reads] = sequential_of(requests["ts_s"].to_numpy()[reads], device_codes(requests["device"])[reads],
-                                          requests["sector"].to_numpy()[reads], requests["size_sectors"].to_numpy()[reads],
+                                          requests["sector"].to_numpy(dtype=np.int64)[reads],
+                                          requests["size_sectors"].to_numpy(dtype=np.int64)[reads],
                                           self.page_bytes, streams=self.streams)
         self.totals.add(Pieces.of_requests(requests, sequential, self.page_bytes))
         self.devices.update(requests["device"].unique().tolist())
