@@ -1,4 +1,5 @@
-"""`tierlab tiers check` where it cannot run (the check itself runs in the emulated tiers' integration tests)."""
+"""`tierlab tiers check` where it cannot run (the agent's check it runs is what the tiers role runs on bringing
+tiers up, which the emulated tiers' integration tests read)."""
 
 import pytest
 
