@@ -77,7 +77,6 @@ import pandas as pd
 
 from .block_trace import (
     LARGEST_SECTOR,
-    MAX_END_SECTOR,
     MAX_LATENCY_US,
     REQUEST_COLUMNS,
     REQUEST_DTYPES,
@@ -86,6 +85,8 @@ from .block_trace import (
     event_extent,
 )
 from .errors import TraceFormatError
+from .open_dispatches import COUNTS as MATCH_COUNTS
+from .open_dispatches import OpenDispatches, match_batch
 from .prefetch import prefetched
 
 BLK_IO_TRACE_MAGIC = 0x65617400
@@ -229,6 +230,9 @@ _RWBS_LUT, _RWBS, _OPS, _KINDS = _rwbs_table()
 _RWBS_WITH_BYTES = _RWBS_LUT[(np.arange(1 << 16) & _RWBS_MASK) | 1]
 _RWBS_NO_BYTES = _RWBS_LUT[np.arange(1 << 16) & _RWBS_MASK]
 _IS_DATA = _KINDS == DATA
+# by RWBS code, what a dispatch of it that is no data row counts as (one of a data kind: zero length)
+_COUNT_OF_KIND = {DATA: "zero_length", FLUSH: "flush", DISCARD: "discard", OTHER: "other_op"}
+_COUNTED_AS = np.array([MATCH_COUNTS.index(_COUNT_OF_KIND[kind]) for kind in _KINDS.tolist()])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,14 +560,12 @@ class _Column:
         self.array = np.empty(max(capacity, 1024), dtype)
         self.length = 0
 
-    def reserve(self, n: int) -> np.ndarray:
-        """The next n places, to fill (drop the view before the next reserve)."""
+    def room(self, n: int) -> np.ndarray:
+        """The whole array, with room for n more values after the first `length` (drop it before the next call)."""
         end = self.length + n
         if end > len(self.array):
             self.array.resize(max(end, len(self.array) * 3 // 2), refcheck=False)
-        view = self.array[self.length:end]
-        self.length = end
-        return view
+        return self.array
 
     def done(self) -> np.ndarray:
         array, self.array = self.array, None
@@ -581,13 +583,10 @@ class _Column:
 class Matcher:
     """Matches completions to dispatches batch after batch, and collects the request rows.
 
-    Per batch, the open dispatches left over (oldest first) and the batch's events are sorted
-    by (device, sector), stably, so that each key's events are in time order. Where every key's
-    events alternate D, C, D, ... (the usual case) each C closes the D just before it. Otherwise,
-    in a key's sequence of dispatches (+1) and completions (-1), a completion finds no open
-    dispatch exactly when the running count of completions minus dispatches reaches a new
-    maximum above zero (a queue clamped at empty); every other completion is the k-th successful
-    one of its key and closes the key's k-th dispatch (oldest open first).
+    Events are taken in time order (ties as given); a completion closes the oldest open dispatch of its
+    device and sector (see open_dispatches), and one without any is counted. Every dispatch takes part
+    in the matching; only data dispatches (not flushes, discards or zero-length ones, nor requests
+    beyond 2^63 bytes, which are counted) become rows.
 
     A request whose completion comes before its dispatch, or over MAX_LATENCY_US after it, has a time
     field out of step: it stays a row, without a latency, and is counted (time_jumps).
@@ -611,8 +610,8 @@ class Matcher:
         self.rows = 0
         self.base = 0          # the row in the columns' first place (the rows before went to the sink)
         self.latest = 0        # with a sink, the trace's clock so far, ns: the latest median time of a batch
-        self.open = {"time": np.empty(0, np.int64), "sector": np.empty(0, np.uint64), "dev": np.empty(0, np.uint16),
-                     "row": np.empty(0, np.int64)}
+        self.open = OpenDispatches()
+        self._counts = np.zeros(len(MATCH_COUNTS), np.int64)   # the compiled pass's, into counts at finish
 
     def _device_codes(self, device: np.ndarray) -> np.ndarray:
         first = device[0]
@@ -626,142 +625,37 @@ class Matcher:
         return codes[np.searchsorted(known, device)]
 
     def feed(self, events: dict):
-        times, nbytes, action, sector = events["time"], events["bytes"], events["action"], events["sector"]
+        times = np.asarray(events["time"], np.int64)
         n = len(times)
-        if n and self.sink is not None:
+        if not n:
+            return
+        if self.sink is not None:
             # a median (of a sample), not the maximum: one corrupt time must not make every open dispatch stale
             self.latest = max(self.latest, int(np.median(times[::max(1, n // 63)])))
-        dispatch = (action & _CODE_MASK) == BLK_TA_ISSUE
-        dev = self._device_codes(events["device"])
-        categories = action >> BLK_TC_SHIFT
-        rwbs = _RWBS_WITH_BYTES[categories]
-        no_bytes = np.flatnonzero(nbytes == 0)
-        if len(no_bytes):
-            rwbs[no_bytes] = _RWBS_NO_BYTES[categories[no_bytes]]
-        data = dispatch & _IS_DATA[rwbs] & (nbytes >= 512)
-        self._count(dispatch & ~data, rwbs)
-        beyond = data & (sector > np.uint64(MAX_END_SECTOR) - (nbytes >> 9))
-        if beyond.any():
-            self.counts["beyond_bounds"] += int(beyond.sum())
-            data &= ~beyond
-        index = np.flatnonzero(data)
-        first_row = self.rows
-        self.rows += len(index)
-        row = np.full(n, -1, dtype=np.int64)
-        row[index] = np.arange(first_row, self.rows)
-        cols, m = self.columns, len(index)
-        np.divide(times[index], 1e9, out=cols["ts_s"].reserve(m))
-        np.take(sector.view(np.int64), index, out=cols["sector"].reserve(m))
-        np.right_shift(nbytes[index], 9, out=cols["size"].reserve(m))
-        cols["pid"].reserve(m)[:] = events["pid"][index]
-        np.take(dev, index, out=cols["dev"].reserve(m))
-        cols["rwbs"].reserve(m)[:] = rwbs[index]
-        latency = cols["latency"].reserve(m)      # every row is closed below or stays open (NaN)
-
-        held = self.open
-        if len(held["time"]):
-            times = np.concatenate([held["time"], times])
-            sector = np.concatenate([held["sector"], sector])
-            dev = np.concatenate([held["dev"], dev])
-            row = np.concatenate([held["row"], row])
-            dispatch = np.concatenate([np.ones(len(held["time"]), bool), dispatch])
-        order, new_key = self._key_order(sector, dev)
-        s_d = dispatch[order]
-        n = len(order)
-        if (s_d | ~new_key).all() and ((s_d[1:] != s_d[:-1]) | new_key[1:]).all():
-            closing = np.flatnonzero(~s_d)
-            closed = order[closing - 1]
-            last = np.empty(n, dtype=bool)
-            last[:-1] = new_key[1:]
-            last[-1] = True
-            still_open = order[np.flatnonzero(s_d & last)]
-        else:
-            closing, closed, still_open = self._match_general(order, new_key, s_d)
-        completion = order[closing]
-        rows = row[closed]
-        latency_us = (times[completion] - times[closed]) / 1e3
-        jumped = (rows >= 0) & ((latency_us < 0) | (latency_us > MAX_LATENCY_US))
-        if jumped.any():
-            self.counts["time_jumps"] += int(jumped.sum())
-            latency_us[jumped] = np.nan
-        mine = rows >= first_row
-        if mine.all():
-            latency[rows - first_row] = latency_us
-        else:
-            latency[rows[mine] - first_row] = latency_us[mine]
-            kept = ~mine & (rows >= self.base)
-            cols["latency"].array[rows[kept] - self.base] = latency_us[kept]
-            # a row handed to the sink was open for MAX_LATENCY_US: its completion is out of step
-            self.counts["time_jumps"] += int((~mine & (rows >= 0) & (rows < self.base) & ~jumped).sum())
-        still_open.sort()
-        open_rows = row[still_open]
-        latency[open_rows[open_rows >= first_row] - first_row] = np.nan
-        self.open = {"time": times[still_open], "sector": sector[still_open], "dev": dev[still_open], "row": open_rows}
+        table, cols = self.open, self.columns
+        arrays = [cols[name].room(n) for name in ("ts_s", "sector", "size", "pid", "dev", "rwbs", "latency")]
+        fields = (times, np.asarray(events["bytes"], np.uint32), np.asarray(events["action"], np.uint32),
+                  np.asarray(events["sector"], np.uint64), np.asarray(events["pid"], np.uint32),
+                  self._device_codes(events["device"]), BLK_TA_ISSUE, _CODE_MASK, BLK_TC_SHIFT,
+                  _RWBS_WITH_BYTES, _RWBS_NO_BYTES, _IS_DATA, _COUNTED_AS)
+        done = 0
+        while True:
+            done, written = match_batch(*fields, table.s_sector, table.s_dev, table.s_head, table.s_tail, table.e_time,
+                                        table.e_row, table.e_next, table.state, done, self.rows, self.base, *arrays,
+                                        self._counts)
+            self.rows += written
+            if done == n:
+                break
+            table.grow()
+        del arrays
+        for column in cols.values():
+            column.length = self.rows - self.base
         if self.sink is not None:
             self._hand_over(SINK_ROWS)
 
-    def _count(self, other_dispatch: np.ndarray, rwbs: np.ndarray):
-        index = np.flatnonzero(other_dispatch)
-        if not len(index):
-            return
-        per_kind = np.bincount(_KINDS[rwbs[index]], minlength=4)
-        self.counts["flush"] += int(per_kind[FLUSH])
-        self.counts["discard"] += int(per_kind[DISCARD])
-        self.counts["other_op"] += int(per_kind[OTHER])
-        self.counts["zero_length"] += int(per_kind[DATA])
-
-    def _match_general(self, order: np.ndarray, new_key: np.ndarray, s_d: np.ndarray):
-        """(sorted positions of the completions that close a dispatch, the event index of the
-        dispatch each closes, the event indices of the dispatches left open)."""
-        n = len(order)
-        s_c = ~s_d
-        d_cum = np.cumsum(s_d, dtype=np.int64)
-        c_cum = np.cumsum(s_c, dtype=np.int64)
-        starts = np.flatnonzero(new_key)
-        group = np.cumsum(new_key, dtype=np.int64) - 1
-        d_before_group = d_cum[starts] - s_d[starts]
-        d_local = d_cum - d_before_group[group]
-        c_local = c_cum - (c_cum[starts] - s_c[starts])[group]
-        shift = group * (2 * n + 2)
-        failed_so_far = np.maximum.accumulate(c_local - d_local + shift) - shift
-        np.maximum(failed_so_far, 0, out=failed_so_far)
-        before = np.empty_like(failed_so_far)
-        before[0] = 0
-        before[1:] = failed_so_far[:-1]
-        before[starts] = 0
-        failed = s_c & (failed_so_far > before)
-        self.counts["completion_without_dispatch"] += int(failed.sum())
-        closing = np.flatnonzero(s_c & ~failed)
-        rank = c_local[closing] - failed_so_far[closing]
-        closed = order[np.flatnonzero(s_d)[d_before_group[group[closing]] + rank - 1]]
-        ends = np.append(starts[1:], n) - 1
-        closed_per_group = c_local[ends] - failed_so_far[ends]
-        still_open = order[s_d & (d_local > closed_per_group[group])]
-        return closing, closed, still_open
-
-    def _key_order(self, sector: np.ndarray, dev: np.ndarray):
-        """Positions in (device, sector) order, stable; and where a new key starts in that order."""
-        n = len(sector)
-        bits = max(1, (n - 1).bit_length())
-        devices = max(len(self.devices), 1)
-        new_key = np.empty(n, dtype=bool)
-        new_key[0] = True
-        if int(sector.max()) < (1 << (64 - bits)) // devices:
-            key = sector * np.uint64(devices) + dev if devices > 1 else sector
-            packed = key << np.uint64(bits)
-            packed |= np.arange(n, dtype=np.uint64)
-            packed.sort()
-            order = (packed & np.uint64((1 << bits) - 1)).view(np.int64)
-            packed >>= np.uint64(bits)
-            np.not_equal(packed[1:], packed[:-1], out=new_key[1:])
-            return order, new_key
-        order = np.lexsort((dev, sector))
-        s_sector, s_dev = sector[order], dev[order]
-        new_key[1:] = (s_sector[1:] != s_sector[:-1]) | (s_dev[1:] != s_dev[:-1])
-        return order, new_key
-
     def finish(self):
-        self.counts["dispatch_without_completion"] = len(self.open["time"])
+        self.counts.update(zip(MATCH_COUNTS, self._counts.tolist(), strict=True))
+        self.counts["dispatch_without_completion"] = self.open.live
         if self.sink is not None:
             self._hand_over(1, final=True)
 
@@ -771,10 +665,8 @@ class Matcher:
 
     def _hand_over(self, least: int, final: bool = False) -> None:
         """The final rows to the sink, if there are at least `least` of them."""
-        held = self.open
-        waiting = held["row"][(held["row"] >= self.base)
-                              & (held["time"] >= self.latest - np.int64(MAX_LATENCY_US * 1000))]
-        final_rows = (self.rows if final or not len(waiting) else int(waiting.min())) - self.base
+        waiting = -1 if final else self.open.oldest_waiting_row(self.base, self.latest - int(MAX_LATENCY_US * 1000))
+        final_rows = (self.rows if waiting < 0 else waiting) - self.base
         if final_rows < least:
             return
         taken = {name: column.take_front(final_rows) for name, column in self.columns.items()}
