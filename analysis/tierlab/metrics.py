@@ -209,11 +209,25 @@ def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
 
 def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
     """Positions by space, then by first page (np.lexsort is three times slower; ties need no order)."""
-    by_page = np.argsort(first_page)
+    by_page = _increasing(first_page)
     if not len(space) or (space == space[0]).all():     # one device, or one object: no second sort
         return by_page
     spaces = space - space.min(initial=0)
     return by_page[np.argsort(spaces.astype(np.min_scalar_type(spaces.max(initial=0)))[by_page], kind="stable")]
+
+
+def _increasing(values: np.ndarray) -> np.ndarray:
+    """Positions of integers in increasing order, ties in any order: where the values leave room, a sort
+    of the values with their positions in the low bits, three times faster than np.argsort."""
+    n = len(values)
+    bits = max(1, (n - 1).bit_length())
+    if not n or values.min() < 0 or values.max() >= 1 << (63 - bits):
+        return np.argsort(values)
+    packed = values.astype(np.int64) << bits
+    packed |= np.arange(n)
+    packed.sort()
+    packed &= (1 << bits) - 1
+    return packed
 
 
 @numba.njit(cache=True, nogil=True)
@@ -293,15 +307,23 @@ def _continued(devices, starts, ends, queues, lengths):
         for j in range(length):
             if queue[j] == starts[i]:
                 found[i] = True
-                queue[j:length - 1] = queue[j + 1:length]
+                _drop(queue, j, length)
                 length -= 1
                 break
         if length == window:
-            queue[:length - 1] = queue[1:length]
+            _drop(queue, 0, length)
             length -= 1
         queue[length] = ends[i]
         lengths[devices[i]] = length + 1
     return found
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _drop(queue, j, length):
+    """Remove queue[j] of the first `length`, the later ones moving up (a loop: a slice copy would take a
+    temporary array, as the two slices overlap)."""
+    for m in range(j, length - 1):
+        queue[m] = queue[m + 1]
 
 
 def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREAM_WINDOW) -> np.ndarray:
