@@ -11,6 +11,7 @@ from tierlab.metrics import (
     category,
     contention,
     page_counts,
+    page_order,
     repeat_access_rate,
     sequential_flags,
     size_histogram,
@@ -263,3 +264,14 @@ def test_a_read_dispatched_while_a_write_to_its_device_is_in_flight_is_beside_wr
 def test_contention_counts_only_the_requests_it_is_given():
     frame = requests([(0.0, 0, 8), (0.00005, 0, 8), (0.0001, 64, 8)])
     assert contention(frame, np.array([True, False, True]))["crowded_pct"] == 0.0
+
+
+def test_page_order_sorts_by_space_then_page_whatever_the_pages_size():
+    """Small pages take the packed sort, pages near 2^62 the plain one: the same order either way."""
+    rng = np.random.default_rng(8)
+    space = rng.integers(-2, 3, 5000).astype(np.int32)
+    for first_page in (rng.integers(0, 1 << 20, 5000), rng.integers(1 << 61, 1 << 62, 5000)):
+        order = page_order(space, first_page)
+        assert sorted(order.tolist()) == list(range(5000))
+        keys = list(zip(space[order].tolist(), first_page[order].tolist(), strict=True))
+        assert keys == sorted(keys)
