@@ -93,7 +93,9 @@ def trace_sources(paths: list[str], fmt: str = "auto") -> list[tuple[str, list[s
 
 
 class StatsSink:
-    """The metrics of requests given a chunk at a time, in dispatch order (a Matcher's sink)."""
+    """The metrics of requests given a chunk at a time, in dispatch order (a Matcher's sink). A chunk is made
+    request pieces (`pieces`, which carries the sequential test's streams from chunk to chunk, so chunks
+    come in order) and added to the totals (`add`): two steps, so that they can run on two threads."""
 
     def __init__(self, page_bytes: int):
         self.page_bytes = page_bytes
@@ -101,14 +103,20 @@ class StatsSink:
         self.devices: set[str] = set()
 
     def __call__(self, requests: pd.DataFrame) -> None:
+        self.add(self.pieces(requests))
+
+    def pieces(self, requests: pd.DataFrame) -> Pieces:
         reads = (requests["op"] == "R").to_numpy()
         sequential = np.zeros(len(requests), dtype=bool)
         sequential[reads] = sequential_of(requests["ts_s"].to_numpy()[reads], device_codes(requests["device"])[reads],
                                           requests["sector"].to_numpy(dtype=np.int64)[reads],
                                           requests["size_sectors"].to_numpy(dtype=np.int64)[reads],
                                           self.page_bytes, streams=self.streams)
-        self.totals.add(Pieces.of_requests(requests, sequential, self.page_bytes))
         self.devices.update(requests["device"].unique().tolist())
+        return Pieces.of_requests(requests, sequential, self.page_bytes)
+
+    def add(self, pieces: Pieces) -> None:
+        self.totals.add(pieces)
 
 
 def _parse(kind: str, paths: list[str], tolerate_errors: bool, sink=None):
@@ -125,7 +133,12 @@ def trace_stats(paths: list[str], fmt: str, tolerate_errors: bool, page_bytes: i
     sink = StatsSink(page_bytes)
     counts: dict[str, int] = {}
     parsed = []
-    with sink_on_thread(sink) as measure:
+    # the matcher's thread makes each chunk's pieces, the sink's adds them up: the adding (the page unions'
+    # merges) is the larger share
+    with sink_on_thread(sink.add) as add:
+        def measure(requests: pd.DataFrame) -> None:
+            add(sink.pieces(requests))
+
         for number, (kind, source) in enumerate(sources, 1):
             if progress:
                 progress(number, len(sources), f"{' '.join(source)} ({kind})")
