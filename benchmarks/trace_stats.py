@@ -15,6 +15,7 @@ Each is run --repeat times, alternating; the best and the median are reported.
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -117,6 +118,7 @@ def main() -> None:
         prefix = tmp / "trace"
         start = time.perf_counter()
         size = synthesize(prefix, args.requests, args.cpus)
+        os.sync()   # neither tool runs beside the kernel writing the files back
         print(f"synthesized {args.requests:,} requests in {args.cpus} per-CPU files, {size / 1e6:,.1f} MB, "
               f"in {time.perf_counter() - start:.1f} s", flush=True)
         ours, theirs = [], []
