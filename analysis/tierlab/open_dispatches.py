@@ -48,7 +48,7 @@ class OpenDispatches:
 
     def grow(self) -> None:
         """Twice the entries if none is free, twice the slots if the table is half full (what stopped a pass)."""
-        keys, free, live = (int(value) for value in self.state)
+        keys, free = int(self.state[0]), int(self.state[1])
         if free == EMPTY:
             old = len(self.e_time)
             size = max(2 * old, 1024)
