@@ -162,10 +162,14 @@ def test_a_layout_change_on_mysql_moves_the_files_it_finds_again_when_it_starts(
         t: "optane" if t == "lineitem" else "nand" for t in manifest["layout"]["tables"]}
     rows = [json.loads(line) for line in (mysql_runs["L"] / "raw" / "queries.jsonl").read_text().splitlines()]
     assert [(r["query"], r["status"], r["rows"]) for r in rows] == [("q03", "ok", 10)]
-    # traced through the chroot's bind mounts like a host install: lineitem's reads on the fast device
+    # traced through the chroot's bind mounts like a host install: lineitem's reads on the fast device (its
+    # rows, which the plan reads through the primary key, and now and then single pages of its secondary
+    # indexes that InnoDB reads in the background, such as its statistics' sample dives)
     requests = tierlab.load_run(mysql_runs["L"]).requests()
     reads = requests[requests["op"] == "R"]
-    assert set(reads.loc[reads["tier"] == "optane", "object"]) - {"other"} == {"lineitem"}
+    fast_objects = set(reads.loc[reads["tier"] == "optane", "object"]) - {"other"}
+    assert "lineitem" in fast_objects
+    assert fast_objects <= L_FAST
     assert {"customer", "orders"} <= set(reads.loc[reads["tier"] == "nand", "object"])
 
 
