@@ -73,6 +73,7 @@ class OpenDispatches:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _home(sector, dev, mask):
+    """The key's first slot to probe: the sector, its top bits xored with the device, times a 64-bit odd constant."""
     mixed = (sector ^ (np.uint64(dev) << np.uint64(48))) * _MIX
     return np.int64(mixed >> np.uint64(32)) & mask
 
