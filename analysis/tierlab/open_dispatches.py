@@ -29,7 +29,8 @@ _BEYOND, _JUMPS, _UNMATCHED = (COUNTS.index(name) for name in ("beyond_bounds", 
 
 
 class OpenDispatches:
-    """The table and the pool, as arrays the compiled pass works on; grown from here, between batches."""
+    """The table and the pool, as arrays the compiled pass works on; `match` runs the pass over a batch,
+    growing them where it stops."""
 
     def __init__(self):
         self.s_sector = np.zeros(1 << 10, np.uint64)
@@ -46,7 +47,20 @@ class OpenDispatches:
         """The dispatches open."""
         return int(self.state[2])
 
-    def grow(self) -> None:
+    def match(self, events: tuple, first_row: int, base: int, columns: list, counts: np.ndarray) -> int:
+        """A batch matched (see match_batch: events are its arguments up to counted_as, columns from ts_s to
+        latency); returns the rows written."""
+        done = written = 0
+        while True:
+            done, more = match_batch(*events, self.s_sector, self.s_dev, self.s_head, self.s_tail, self.e_time,
+                                     self.e_row, self.e_next, self.state, done, first_row + written, base, *columns,
+                                     counts)
+            written += more
+            if done == len(events[0]):
+                return written
+            self._grow()
+
+    def _grow(self) -> None:
         """Twice the entries if none is free, twice the slots if the table is half full (what stopped a pass)."""
         keys, free = int(self.state[0]), int(self.state[1])
         if free == EMPTY:
@@ -132,7 +146,7 @@ def match_batch(time, nbytes, action, sector, pid, dev, dispatch_code, code_mask
                 s_sector, s_dev, s_head, s_tail, e_time, e_row, e_next, state,
                 start, first_row, base, ts_s, out_sector, size, out_pid, out_dev, out_rwbs, latency, counts):
     """Match events start, start + 1, ... of a batch (in time order) into the open dispatches and the row
-    columns, up to the batch's end or a dispatch without room (see grow).
+    columns, up to the batch's end or a dispatch without room (see OpenDispatches._grow).
 
     The events' RWBS codes are looked up by their category bits (rwbs_with_bytes, rwbs_no_bytes); per
     code, is_data says whether a dispatch of it is a data request, and counted_as the position in COUNTS

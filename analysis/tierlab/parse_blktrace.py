@@ -86,7 +86,7 @@ from .block_trace import (
 )
 from .errors import TraceFormatError
 from .open_dispatches import COUNTS as MATCH_COUNTS
-from .open_dispatches import OpenDispatches, match_batch
+from .open_dispatches import OpenDispatches
 from .prefetch import prefetched
 
 BLK_IO_TRACE_MAGIC = 0x65617400
@@ -632,21 +632,13 @@ class Matcher:
         if self.sink is not None:
             # a median (of a sample), not the maximum: one corrupt time must not make every open dispatch stale
             self.latest = max(self.latest, int(np.median(times[::max(1, n // 63)])))
-        table, cols = self.open, self.columns
+        cols = self.columns
         arrays = [cols[name].room(n) for name in ("ts_s", "sector", "size", "pid", "dev", "rwbs", "latency")]
         fields = (times, np.asarray(events["bytes"], np.uint32), np.asarray(events["action"], np.uint32),
                   np.asarray(events["sector"], np.uint64), np.asarray(events["pid"], np.uint32),
                   self._device_codes(events["device"]), BLK_TA_ISSUE, _CODE_MASK, BLK_TC_SHIFT,
                   _RWBS_WITH_BYTES, _RWBS_NO_BYTES, _IS_DATA, _COUNTED_AS)
-        done = 0
-        while True:
-            done, written = match_batch(*fields, table.s_sector, table.s_dev, table.s_head, table.s_tail, table.e_time,
-                                        table.e_row, table.e_next, table.state, done, self.rows, self.base, *arrays,
-                                        self._counts)
-            self.rows += written
-            if done == n:
-                break
-            table.grow()
+        self.rows += self.open.match(fields, self.rows, self.base, arrays, self._counts)
         del arrays
         for column in cols.values():
             column.length = self.rows - self.base
