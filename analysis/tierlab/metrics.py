@@ -217,12 +217,13 @@ def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
 
 
 def _increasing(values: np.ndarray) -> np.ndarray:
-    """Positions of integers in increasing order, ties in any order: where the values leave room, a sort
-    of the values with their positions in the low bits, three times faster than np.argsort."""
+    """Positions of integers in increasing order, ties in the order of their positions: where the values
+    leave room, a sort of the values with their positions in the low bits, three times faster than
+    np.argsort."""
     n = len(values)
     bits = max(1, (n - 1).bit_length())
     if not n or values.min() < 0 or values.max() >= 1 << (63 - bits):
-        return np.argsort(values)
+        return np.argsort(values, kind="stable")
     packed = values.astype(np.int64) << bits
     packed |= np.arange(n)
     packed.sort()
@@ -340,17 +341,17 @@ def mark_sequential(requests: pd.DataFrame, page_bytes: int, window: int = STREA
 class InFlight:
     """io_time_s: the time with at least one request in flight (the union of the dispatch-to-completion
     intervals); inflight_mean and inflight_max: the requests in flight, time-weighted while busy, and at
-    most. Requests come in chunks in dispatch order (each chunk's dispatches at or after the last one's);
-    those without a completion (NaN latency) are left out.
+    most. Requests come in chunks in dispatch time (each chunk's dispatches at or after the last one's; in
+    any order within a chunk); those without a completion (NaN latency) are left out.
 
-    Each request adds to the busy time what it covers beyond the furthest completion before it; the time
-    integral of the depth is the sum of the latencies, so the mean is that sum over the busy time; the
-    depth peaks at a dispatch, where it is the requests dispatched so far less those completed by then
-    (a completion at the same instant first, so back-to-back requests are not overlap)."""
+    The dispatches and the completions, each sorted on its own, are swept in time order (a completion at
+    the same instant as a dispatch first, so back-to-back requests are not overlap): the depth is the
+    requests dispatched so far less those completed; the time with a depth above zero is busy; the time
+    integral of the depth is the sum of the latencies, so the mean is that sum over the busy time."""
 
     def __init__(self):
         self.busy_s = self.latency_sum_us = 0.0
-        self.covered_to = -np.inf
+        self.swept_to = -np.inf         # the time of the last event swept
         self.dispatched = self.completed = self.peak = 0
         self.pending = np.empty(0)      # completion times after the last dispatch, sorted
 
@@ -359,59 +360,53 @@ class InFlight:
         if not done.any():
             return
         starts, latency_us = ts_s[done], latency_us[done]
+        ends = np.sort(np.concatenate([self.pending, starts + latency_us / 1e6]))
         if not (starts[1:] >= starts[:-1]).all():
-            order = np.argsort(starts)
-            starts, latency_us = starts[order], latency_us[order]
-        ends = starts + latency_us / 1e6
-        busy_s, self.covered_to = _busy(starts, ends, self.covered_to)
+            starts = np.sort(starts)
+        peak, gone, busy_s, self.swept_to = _sweep(starts, ends, self.dispatched - self.completed, self.swept_to)
+        self.peak = max(self.peak, peak)
         self.busy_s += busy_s
         self.latency_sum_us += float(latency_us.sum())
-        ends = np.sort(np.concatenate([self.pending, ends]))
-        peak, gone = _peak_depth(starts, ends, self.dispatched - self.completed)
-        self.peak = max(self.peak, peak)
         self.dispatched += len(starts)
         self.completed += gone
         self.pending = ends[gone:]
 
     def summary(self) -> dict:
-        return {"io_time_s": self.busy_s,
-                "inflight_mean": self.latency_sum_us / 1e6 / self.busy_s if self.busy_s > 0 else float("nan"),
+        # after the last dispatch the depth only falls: busy until the last completion
+        busy_s = self.busy_s + (self.pending[-1] - self.swept_to if len(self.pending) else 0.0)
+        return {"io_time_s": busy_s,
+                "inflight_mean": self.latency_sum_us / 1e6 / busy_s if busy_s > 0 else float("nan"),
                 "inflight_max": self.peak}
 
 
 @numba.njit(cache=True, nogil=True)
-def _busy(starts, ends, covered_to):
-    """The time requests in dispatch order cover beyond what is covered up to covered_to; and how far they
-    cover then."""
-    busy = 0.0
-    for i in range(len(starts)):
-        if ends[i] > covered_to:
-            busy += ends[i] - max(starts[i], covered_to)
-            covered_to = ends[i]
-    return busy, covered_to
-
-
-@numba.njit(cache=True, nogil=True)
-def _peak_depth(starts, ends, in_flight):
-    """The most requests in flight at a dispatch (starts in order; ends sorted, those of requests still in
-    flight before the first start included; in_flight of them), a completion at the same instant first; and
-    how many of the ends come at or before the last start."""
+def _sweep(starts, ends, in_flight, swept_to):
+    """Dispatches (sorted) and completions (sorted, those of the in_flight requests dispatched before
+    included) swept in time order from swept_to up to the last dispatch: the most requests in flight at a
+    dispatch, how many completions come at or before the last dispatch, the time with a request in flight,
+    and the time of the last event."""
     peak = 0
     gone = 0
+    busy = 0.0
     for i in range(len(starts)):
         while gone < len(ends) and ends[gone] <= starts[i]:
+            if in_flight + i - gone > 0:
+                busy += ends[gone] - swept_to
+            swept_to = ends[gone]
             gone += 1
+        if in_flight + i - gone > 0:
+            busy += starts[i] - swept_to
+        swept_to = starts[i]
         peak = max(peak, in_flight + i + 1 - gone)
-    return peak, gone
+    return peak, gone, busy, swept_to
 
 
 def size_histogram(pieces: Pieces) -> pd.DataFrame:
     """Requests per size bucket: `size_le_bytes` is the bucket's upper bound (inclusive); the last is open."""
     sizes = pieces.request_size_sectors[pieces.head].astype(np.int64) * SECTOR_BYTES
-    labels = np.array([*SIZE_BUCKETS_BYTES, -1])[np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left")]
-    counts = pd.Series(labels).value_counts()
-    return pd.DataFrame({"size_le_bytes": counts.index, "requests": counts.to_numpy()}).sort_values(
-        "size_le_bytes", key=lambda s: s.where(s >= 0, np.iinfo(np.int64).max)).reset_index(drop=True)
+    counts = np.bincount(np.searchsorted(SIZE_BUCKETS_BYTES, sizes, side="left"), minlength=len(SIZE_BUCKETS_BYTES) + 1)
+    found = counts > 0
+    return pd.DataFrame({"size_le_bytes": np.array([*SIZE_BUCKETS_BYTES, -1])[found], "requests": counts[found]})
 
 
 def latency_histogram(latency_us: np.ndarray) -> np.ndarray:
@@ -544,10 +539,11 @@ def contention(requests: pd.DataFrame, rows: np.ndarray) -> dict:
     end = ts + np.nan_to_num(requests["latency_us"].to_numpy(dtype=np.float64)[heads]) / 1e6
     # one number per device and chunk: sectors stay below 2^54 (requests past 2^63 bytes are left out)
     chunk = requests["sector"].to_numpy(dtype=np.int64)[heads] // CHUNK_SECTORS * (device.max(initial=0) + 1) + device
-    order = np.lexsort((ts, chunk))
+    # by chunk, then by time: a trace's requests come in dispatch order, so sorting by chunk keeps their order
+    by_time = np.arange(len(ts)) if (ts[1:] >= ts[:-1]).all() else np.argsort(ts, kind="stable")
+    order = by_time[_increasing(chunk[by_time])]
     crowded = _crowded(chunk[order], ts[order], end[order])
-    op = requests["op"].to_numpy()[heads]
-    reads, writes = op == "R", op == "W"
+    reads, writes = (requests["op"] == "R").to_numpy()[heads], (requests["op"] == "W").to_numpy()[heads]
     beside = 0
     for code in np.unique(device[reads & np.isin(device, device[writes])]):
         started, ended = np.sort(ts[writes & (device == code)]), np.sort(end[writes & (device == code)])

@@ -6,6 +6,7 @@ The only module (with the CLI) that touches the filesystem.
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from .parse_blktrace import parse_blktrace_binary
 from .parse_ftrace import parse_ftrace
 from .parse_ftrace_raw import parse_ftrace_raw
 from .plans import plan_accesses
-from .prefetch import prefetched
+from .prefetch import prefetched, sink_on_thread
 from .study_vars import buffer_pool_bytes
 from .throughput import throughput
 
@@ -57,10 +58,12 @@ QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "i
                  "started_at", "events_lost", "trace_complete", *SUBQUERY_COLUMNS, *CORUN_COLUMNS]
 
 
+# texts are few distinct values: stored as dictionaries, as the frames hold them (categoricals), not re-encoded
+TEXT = pa.dictionary(pa.int32(), pa.string())
 REQUEST_SCHEMA = pa.schema([
-    ("ts_s", pa.float64()), ("device", pa.string()), ("tier", pa.string()), ("op", pa.string()), ("rwbs", pa.string()),
+    ("ts_s", pa.float64()), ("device", TEXT), ("tier", TEXT), ("op", TEXT), ("rwbs", TEXT),
     ("sector", pa.int64()), ("size_sectors", pa.int64()), ("latency_us", pa.float64()), ("pid", pa.int64()),
-    ("process", pa.string()), ("query", pa.string()), ("try", pa.int64()), ("object", pa.string()),
+    ("process", TEXT), ("query", TEXT), ("try", pa.int64()), ("object", TEXT),
     ("file_offset_bytes", pa.float64()), ("sequential", pa.bool_()), ("request", pa.int64()), ("piece", pa.int64()),
     ("request_size_sectors", pa.int64())])
 
@@ -107,7 +110,7 @@ class Run:
             start, end = _window(trace.markers, label)
             inside = ((trace.requests["ts_s"] >= start) & (trace.requests["ts_s"] <= end)).to_numpy()
             requests = attribute(trace.requests[inside], extents, tier_by_device)
-            requests["query"] = row["query"]
+            requests["query"] = pd.Categorical.from_codes(np.zeros(len(requests), dtype=np.int8), [row["query"]])
             requests["try"] = row["try"]
             counts = {"query": row["query"], "try": row["try"], "files": " ".join(row["trace_files"]),
                       "trace_complete": _complete(row["trace_files"], start, end),
@@ -281,6 +284,30 @@ def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -
     return tier_metrics.merge(device_model, on=["query", "try", "tier"], how="left")
 
 
+@contextmanager
+def _requests_file(path: Path | None):
+    """A sink of the windows' request frames that writes them to path (parquet) on a thread of its own, or
+    nowhere for None. The file is written beside its place and moved there once every window is in, so
+    that a failure leaves no half file."""
+    if path is None:
+        yield lambda requests: None
+        return
+    partial = path.with_name(path.name + ".partial")
+    # dictionary pages for the text columns only: numbers gain nothing from them and cost twice the time
+    writer = pq.ParquetWriter(partial, REQUEST_SCHEMA, use_dictionary=[f.name for f in REQUEST_SCHEMA if f.type == TEXT])
+    try:
+        with sink_on_thread(lambda requests: writer.write_table(
+                pa.Table.from_pandas(requests[REQUEST_SCHEMA.names], preserve_index=False).cast(REQUEST_SCHEMA)),
+                depth=1) as write:
+            yield write
+    except BaseException:
+        writer.close()
+        partial.unlink()
+        raise
+    writer.close()
+    partial.replace(path)
+
+
 def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
             repeat_threshold: float = REPEAT_THRESHOLD, tolerate_errors: bool = False, progress=None,
             requests_path: Path | None = None) -> dict[str, pd.DataFrame]:
@@ -293,19 +320,12 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     capacity_tier = next((t["name"] for t in run.tiers if t["role"] == "capacity"), None) if fast_cache else None
     rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": [], "counts": []}
     latency: dict[str, np.ndarray] = {}
-    # written beside its place and moved there when every window is read, so that a failure leaves no half file
-    partial = requests_path.with_name(requests_path.name + ".partial") if requests_path else None
-    # dictionary pages for the text columns only: numbers gain nothing from them and cost twice the time
-    writer = pq.ParquetWriter(partial, REQUEST_SCHEMA, use_dictionary=[f.name for f in REQUEST_SCHEMA if f.type == pa.string()]
-                              ) if partial else None
-    try:
-        # the next window is read (mostly compiled code and numpy) while this one is summed up
+    # the next window is read (mostly compiled code and numpy) while this one is summed up and written
+    with _requests_file(requests_path) as write:
         for window in prefetched(run.windows(tolerate_errors, progress), depth=1):
             requests = window.requests
             requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
-            if writer:
-                writer.write_table(pa.Table.from_pandas(requests[REQUEST_SCHEMA.names], preserve_index=False)
-                                   .cast(REQUEST_SCHEMA))
+            write(requests)
             rows["counts"].append(window.counts)
             if requests.empty:
                 continue
@@ -325,22 +345,13 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
                 rows["tier"].append({**key, "tier": tier, **access_summary(part, random_threshold, repeat_threshold),
                                      **contention(requests, (tiers.codes == code).to_numpy())})
                 rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
-                reads = part[part.head & part.read]
-                latency[tier] = latency.get(tier, 0) + latency_histogram(reads.latency_us)
+                latency[tier] = latency.get(tier, 0) + latency_histogram(part.latency_us[part.head & part.read])
             pairs = object_codes.astype(np.int64) * len(tiers.categories) + tier_codes
             for pair in np.unique(pairs):
                 part = pieces[pairs == pair]
                 rows["table"].append({**key, "object": objects.categories[pair // len(tiers.categories)],
                                       "tier": tiers.categories[pair % len(tiers.categories)],
                                       **access_summary(part, random_threshold, repeat_threshold)})
-    except BaseException:
-        if writer:
-            writer.close()
-            partial.unlink()
-        raise
-    if writer:
-        writer.close()
-        partial.replace(requests_path)
     trace_counts = pd.DataFrame(rows["counts"])
     queries = run.queries.copy()
     complete = {(r["query"], r["try"]): bool(r["trace_complete"]) for r in rows["counts"]}

@@ -266,6 +266,20 @@ def test_contention_counts_only_the_requests_it_is_given():
     assert contention(frame, np.array([True, False, True]))["crowded_pct"] == 0.0
 
 
+def test_crowded_requests_are_counted_as_a_pairwise_check_counts_them_in_any_row_order():
+    rng = np.random.default_rng(5)
+    n = 600
+    rows = [(float(ts), int(chunk) * 8 + int(offset), 8, "R", f"7:{device}", float(latency))
+            for ts, chunk, offset, device, latency in zip(np.sort(rng.random(n)) / 100, rng.integers(0, 40, n),
+                                                          rng.integers(0, 8, n), rng.integers(1, 3, n),
+                                                          rng.lognormal(np.log(300), 1, n), strict=True)]
+    crowded = sum(any(other[4] == row[4] and other[1] // 8 == row[1] // 8 and other[0] <= row[0] < other[0] + other[5] / 1e6
+                      for other in rows[:i]) for i, row in enumerate(rows))
+    assert crowded > 0
+    for order in (np.arange(n), rng.permutation(n)):
+        assert contended([rows[i] for i in order])["crowded_pct"] == pytest.approx(100.0 * crowded / n, rel=1e-12)
+
+
 def test_page_order_sorts_by_space_then_page_whatever_the_pages_size():
     """Small pages take the packed sort, pages near 2^62 the plain one: the same order either way."""
     rng = np.random.default_rng(8)
