@@ -108,7 +108,7 @@ class Pieces:
 def page_counts(space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray) -> tuple[int, int]:
     """(pages accessed with repetition, distinct pages) of page ranges; see PageUnion."""
     union = PageUnion()
-    union.add(space, first_page, last_page)
+    union.add(space, first_page, last_page, np.ones(len(space), dtype=bool))
     return int((last_page - first_page + 1).sum()), union.distinct()
 
 
@@ -122,13 +122,14 @@ class PageUnion:
     def __init__(self):
         self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def add(self, space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray) -> None:
-        if not len(space):
+    def add(self, space: np.ndarray, first_page: np.ndarray, last_page: np.ndarray, keep: np.ndarray) -> None:
+        """The ranges where keep is true (a mask, so that the ranges of reads and of writes need no copies)."""
+        if not keep.any():
             return
         if not _in_page_order(space, first_page):
             order = page_order(space, first_page)
-            space, first_page, last_page = space[order], first_page[order], last_page[order]
-        self.levels.append(_merged_runs(*_NO_RUNS, space, first_page, last_page))
+            space, first_page, last_page, keep = space[order], first_page[order], last_page[order], keep[order]
+        self.levels.append(_runs(space, first_page, last_page, keep))
         while len(self.levels) > 1 and 2 * len(self.levels[-1][0]) >= len(self.levels[-2][0]):
             self._merge_last()
 
@@ -187,6 +188,32 @@ def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
 
 
 @numba.njit(cache=True, nogil=True)
+def _runs(space, first_page, last_page, keep):
+    """The disjoint runs of the kept ranges, in page order (touching ones join)."""
+    out_space = np.empty(len(space), np.int32)
+    out_first = np.empty(len(space), np.int64)
+    out_last = np.empty(len(space), np.int64)
+    k = -1
+    for i in range(len(space)):
+        if not keep[i]:
+            continue
+        if k >= 0 and space[i] == out_space[k] and first_page[i] <= out_last[k] + 1:
+            out_last[k] = max(out_last[k], last_page[i])
+        else:
+            k += 1
+            out_space[k], out_first[k], out_last[k] = space[i], first_page[i], last_page[i]
+    return _kept(out_space, out_first, out_last, k + 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _kept(out_space, out_first, out_last, runs):
+    """The first `runs` of arrays made for more: copies where they would hold much less than the arrays."""
+    if 2 * runs >= len(out_space):
+        return out_space[:runs], out_first[:runs], out_last[:runs]
+    return out_space[:runs].copy(), out_first[:runs].copy(), out_last[:runs].copy()
+
+
+@numba.njit(cache=True, nogil=True)
 def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
     """Disjoint runs and ranges, both in page order, merged into disjoint runs (touching ones join)."""
     total = len(run_space) + len(space)
@@ -202,9 +229,7 @@ def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
         else:
             k += 1
             out_space[k], out_first[k], out_last[k] = one_space, first, last
-    if 2 * (k + 1) >= total:    # little joined: keep the arrays rather than hold a copy beside them
-        return out_space[:k + 1], out_first[:k + 1], out_last[:k + 1]
-    return out_space[:k + 1].copy(), out_first[:k + 1].copy(), out_last[:k + 1].copy()
+    return _kept(out_space, out_first, out_last, k + 1)
 
 
 def page_order(space: np.ndarray, first_page: np.ndarray) -> np.ndarray:
@@ -480,8 +505,8 @@ class AccessTotals:
                        pieces.request_size_sectors, pieces.misaligned)
         for key, value in zip(TALLIED, tally.tolist(), strict=True):
             self.counts[key] += value
-        self.read_pages.add(pieces.space[read], pieces.first_page[read], pieces.last_page[read])
-        self.write_pages.add(pieces.space[~read], pieces.first_page[~read], pieces.last_page[~read])
+        self.read_pages.add(pieces.space, pieces.first_page, pieces.last_page, read)
+        self.write_pages.add(pieces.space, pieces.first_page, pieces.last_page, ~read)
         head = pieces.head
         ts_s, latency = (pieces.ts_s, pieces.latency_us) if head.all() else (pieces.ts_s[head], pieces.latency_us[head])
         self.flight.add(ts_s, latency)

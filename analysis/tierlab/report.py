@@ -10,6 +10,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# labels as text, not as glyph outlines: searchable in the report, and a third less time to draw
+matplotlib.rcParams["svg.fonttype"] = "none"
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
