@@ -100,6 +100,13 @@ class Run:
         `progress(done, total, label)` is called before each."""
         traced = [row for row in read_query_rows(self.path)[["query", "try", "trace_files"]].to_dict("records")
                   if row["trace_files"]]
+        traces = self.path / "raw" / "traces"
+        missing = [name for row in traced for name in row["trace_files"] if not (traces / name).is_file()]
+        if missing:
+            raise RunDirError(f"{traces}: {len(missing)} trace file(s) that raw/queries.jsonl lists are missing "
+                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): they were moved or "
+                              "deleted after the run; put them back, or remove those tries' rows from raw/queries.jsonl "
+                              "and resume the run to measure them again")
         extents = extent_table(_read_json(self.path / "raw" / "extents.json")["files"]) if traced else None
         tier_by_device = {t["device"]: t["name"] for t in self.tiers}
         for number, row in enumerate(traced, 1):

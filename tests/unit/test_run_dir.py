@@ -54,6 +54,19 @@ def test_a_damaged_query_row_is_named_by_its_file_and_line(tmp_path):
                               "wrote it (remove the line and resume the run to measure that query again)")
 
 
+def test_a_missing_trace_is_named_before_any_window_is_read(tmp_path):
+    run = make_run(tmp_path, read(1.0, 64))
+    add_query(run, "q05", read(2.0, 64))
+    (run / "raw" / "traces" / "q05_try1.ftrace").unlink()
+    (run / "tables").mkdir()
+    with pytest.raises(RunDirError) as err:
+        analyze(load_run(run), requests_path=run / "tables" / "requests.parquet")
+    assert str(err.value) == (f"{run / 'raw' / 'traces'}: 1 trace file(s) that raw/queries.jsonl lists are missing "
+                              "(q05_try1.ftrace): they were moved or deleted after the run; put them back, or remove "
+                              "those tries' rows from raw/queries.jsonl and resume the run to measure them again")
+    assert list((run / "tables").iterdir()) == []
+
+
 def test_a_file_given_as_a_run_directory_is_refused(tmp_path):
     path = tmp_path / "report.html"
     path.write_text("<html>")
