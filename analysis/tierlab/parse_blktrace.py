@@ -257,6 +257,11 @@ def _expand(paths) -> tuple[list[Path], int]:
         # blktrace writes a file for every online CPU: a gap is an offline CPU, or a file lost
         missing += per_cpu[-1][0] + 1 - len(per_cpu)
         files.extend(p for _, p in per_cpu)
+    seen: set[Path] = set()
+    for path in files:
+        if path.resolve() in seen:
+            raise TraceFormatError(f"{path} would be read twice: give each per-CPU file once, or their prefix alone")
+        seen.add(path.resolve())
     return files, missing
 
 

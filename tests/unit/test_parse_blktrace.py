@@ -132,6 +132,13 @@ def test_a_missing_trace_is_reported(tmp_path):
         parse_blktrace_binary(tmp_path / "nothing")
 
 
+def test_a_per_cpu_file_given_beside_its_prefix_is_refused_rather_than_read_twice(tmp_path):
+    path = write_blktrace(tmp_path / "q03_try1.blktrace.0", [d(0, 8, 8), c(5, 8, 8)])
+    with pytest.raises(TraceFormatError) as err:
+        parse_blktrace_binary([tmp_path / "q03_try1", path])
+    assert str(err.value) == f"{path} would be read twice: give each per-CPU file once, or their prefix alone"
+
+
 def test_process_notes_name_the_pid_of_the_dispatch(tmp_path):
     events = [note(4242, "mariadbd", -3), note(0, "swapper/0", -2), d(0, 8, 8, pid=4242), d(1, 16, 8, pid=31337),
               c(5, 8, 8), c(6, 16, 8)]
