@@ -110,6 +110,23 @@ def test_a_format_that_does_not_match_the_file_is_refused(tmp_path):
                                                        "give --format ftrace, or leave --format out")
 
 
+def test_a_binary_trace_read_as_blkparse_text_is_refused(tmp_path):
+    path = write_blktrace(tmp_path / "loop0.blktrace.0", [("D", 1000, "7:0", 8, 4096, "R", 42, 0)])
+    assert refusal([path, "--format", "blkparse"]) == (f"tierlab trace-stats: {path} is in the binary format, not "
+                                                       "blkparse: give --format binary, or leave --format out")
+
+
+def test_a_request_size_no_device_has_is_counted_and_left_out_of_a_small_trace(tmp_path, capsys):
+    path = tmp_path / "q.ftrace"
+    path.write_text(FTRACE.replace("() 32 + 32 be,0,4 [mariadbd]", "() 32 + 999999999 be,0,4 [mariadbd]"))
+    assert path.stat().st_size < 1000
+    main(["trace-stats", str(path), "--json"])
+    out, err = capsys.readouterr()
+    stats = json.loads(out)
+    assert (stats["counts"]["beyond_bounds"], stats["read_requests"], stats["distinct_pages"]) == (1, 2, 1)
+    assert "warning: the trace has 1 requests beyond 2^63 bytes or 4 GiB long (corrupt fields; left out)\n" in err
+
+
 @pytest.mark.parametrize(("content", "is_what"), [(bytes(range(256)) * 4, "not a block trace"), (b"", "empty")])
 def test_a_file_that_is_no_trace_is_refused_rather_than_read_as_an_empty_one(tmp_path, content, is_what):
     path = tmp_path / "q.txt"
