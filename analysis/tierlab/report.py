@@ -340,20 +340,21 @@ def _definitions(parameters: dict, engine: str) -> str:
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
     """The comparison report of analyzed runs (by default beside the first, named after them all); refuses a
     run given twice and runs whose modelled time was dilated differently."""
-    runs, dilations = {}, {}
+    # every run's manifest is checked before any run's tables are read
+    dirs, dilations = {}, {}
     for run_dir in run_dirs:
         run = read_manifest(run_dir)
         run_id = run["run_id"]
-        if run_id in runs:
+        if run_id in dirs:
             raise RunDirError(f"run {run_id} is given twice ({run_dir} and an earlier argument); give each run once")
-        runs[run_id] = read_tables(run_dir)
+        dirs[run_id] = run_dir
         dilations[run_id] = (run.get("tiers_fidelity") or {}).get("dilation") or 1.0
     if len(set(dilations.values())) > 1:
         each = ", ".join(f"{run_id} {k:g}x" for run_id, k in dilations.items())
         raise RunDirError(f"these runs' modelled time was dilated differently ({each}), so their times cannot be "
                           "compared; run them on tiers brought up with the same tiers_dilation")
-    out = out or run_dirs[0].parent / ("compare_" + "__".join(runs))[:200]
-    return write_comparison_report(out, runs)
+    out = out or run_dirs[0].parent / ("compare_" + "__".join(dirs))[:200]
+    return write_comparison_report(out, {run_id: read_tables(run_dir) for run_id, run_dir in dirs.items()})
 
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:

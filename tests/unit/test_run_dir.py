@@ -88,6 +88,16 @@ def test_compare_refuses_the_same_run_given_twice(tmp_path, capsys):
                                "and an earlier argument); give each run once")
 
 
+def test_compare_refuses_a_run_of_an_unknown_schema_version(tmp_path):
+    known = run_dir(tmp_path / "a", json.dumps({"schema_version": 2, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    unknown = run_dir(tmp_path / "b", json.dumps({"schema_version": 3, "run_id": "20261124T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(known), str(unknown)])
+    assert str(done.value) == (f"tierlab compare: {unknown}: results schema_version 3 is not one this tierlab reads (it "
+                               "reads 1, 2); read it with the tierlab version that wrote it (versions.tierlab_git in "
+                               "its manifest)")
+
+
 def test_compare_puts_each_engine_s_plan_beside_its_time(tmp_path):
     plans = {"mariadb": "query,try,table,index,access\nq03,1,customer,,table scan\n"
                         "q03,1,orders,orders_custkey,index lookup\nq03,1,lineitem,PRIMARY,index lookup\n",
