@@ -5,6 +5,7 @@ import json
 import pytest
 from tiny_run import add_query, line, make_run, read
 
+from tierlab.cli import main
 from tierlab.run_io import analyze, load_run
 
 
@@ -17,6 +18,14 @@ def test_a_trace_is_complete_only_with_its_end_marker(tmp_path, end_marker, comp
     assert tables["queries"]["trace_complete"].tolist() == [complete]
     assert tables["trace_counts"]["trace_complete"].tolist() == [complete]
     assert tables["query_metrics"]["read_requests"].tolist() == [2]
+
+
+def test_a_cut_trace_is_warned_about_on_stderr_and_in_the_report(tmp_path, capsys):
+    run = make_run(tmp_path, line(1.0, "tracing_mark_write: tierlab start q03_try1") + read(1.1, 0))
+    main(["analyze", str(run)])
+    assert ("warning: the trace of q03 try 1 has no end marker: it was cut short, and the query's requests after the "
+            "cut are missing (trace_complete=False in tables/queries.csv)\n") in capsys.readouterr().err
+    assert "were cut short (no end marker)" in (run / "report" / "report.html").read_text()
 
 
 def test_a_stream_does_not_continue_from_one_query_window_into_the_next(tmp_path):

@@ -20,9 +20,12 @@ def make_run(tmp_path, body: str, schema_version: int = 2):
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"schema_version": schema_version, "run_id": run.name}))
-    (run / "config" / "study.json").write_text(json.dumps({"study": {
-        "engine": "mariadb", "page_size_bytes": 16384, "placement": {"lineitem": "capacity"}}}))
-    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"}]))
+    (run / "config" / "study.json").write_text(json.dumps({
+        "run_id": run.name, "started_at": "2026-11-23T09:28:37Z", "host": "localhost", "versions": {}, "tiers": [],
+        "study": {"engine": "mariadb", "workload": "tpch", "scale_factor": 0.1, "queries": ["q03"], "tries": 1,
+                  "cold": True, "query_timeout_s": 3600, "layout": "C+O", "page_size_bytes": 16384,
+                  "placement": {"lineitem": "capacity"}}}))
+    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "role": "capacity", "device": "7:1"}]))
     lineitem = {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]}
     if schema_version >= 2:
         lineitem.update(kind="table", table="lineitem", offset_bytes=0)
