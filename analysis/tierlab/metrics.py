@@ -190,9 +190,12 @@ def _union_pages(a_space, a_first, a_last, b_space, b_first, b_last):
 @numba.njit(cache=True, nogil=True)
 def _runs(space, first_page, last_page, keep):
     """The disjoint runs of the kept ranges, in page order (touching ones join)."""
-    out_space = np.empty(len(space), np.int32)
-    out_first = np.empty(len(space), np.int64)
-    out_last = np.empty(len(space), np.int64)
+    kept = 0
+    for i in range(len(keep)):
+        kept += keep[i]
+    out_space = np.empty(kept, np.int32)
+    out_first = np.empty(kept, np.int64)
+    out_last = np.empty(kept, np.int64)
     k = -1
     for i in range(len(space)):
         if not keep[i]:
