@@ -198,14 +198,20 @@ def _runs(space, first_page, last_page, keep):
     out_last = np.empty(kept, np.int64)
     k = -1
     for i in range(len(space)):
-        if not keep[i]:
-            continue
-        if k >= 0 and space[i] == out_space[k] and first_page[i] <= out_last[k] + 1:
-            out_last[k] = max(out_last[k], last_page[i])
-        else:
-            k += 1
-            out_space[k], out_first[k], out_last[k] = space[i], first_page[i], last_page[i]
+        if keep[i]:
+            k = _joined(out_space, out_first, out_last, k, space[i], first_page[i], last_page[i])
     return _kept(out_space, out_first, out_last, k + 1)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _joined(out_space, out_first, out_last, k, space, first, last):
+    """A range that comes after run k in page order, joined to run k where it touches it, else made run k + 1;
+    returns the last run's number."""
+    if k >= 0 and space == out_space[k] and first <= out_last[k] + 1:
+        out_last[k] = max(out_last[k], last)
+        return k
+    out_space[k + 1], out_first[k + 1], out_last[k + 1] = space, first, last
+    return k + 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -227,11 +233,7 @@ def _merged_runs(run_space, run_first, run_last, space, first_page, last_page):
     k = -1
     while i < len(run_space) or j < len(space):
         one_space, first, last, i, j = _next_range(run_space, run_first, run_last, i, space, first_page, last_page, j)
-        if k >= 0 and one_space == out_space[k] and first <= out_last[k] + 1:
-            out_last[k] = max(out_last[k], last)
-        else:
-            k += 1
-            out_space[k], out_first[k], out_last[k] = one_space, first, last
+        k = _joined(out_space, out_first, out_last, k, one_space, first, last)
     return _kept(out_space, out_first, out_last, k + 1)
 
 
