@@ -1,8 +1,11 @@
 import hashlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -131,6 +134,47 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
     assert [(r["query"], r["status"]) for r in rows] == [("q01", "ok"), ("q03", "ok")]
     assert (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes() == q01_trace
     assert not host_dir.exists()
+
+
+def test_a_query_loop_stopped_by_sigterm_keeps_its_rows_and_removes_its_tracing_instance(study, layout_runs,
+                                                                                        tmp_path):
+    """The host agent's query loop on the C+O run's spec, warm, with two queries of its own: SELECT 1, then a
+    30 s sleep that is under way when the loop gets SIGTERM."""
+    spec = json.loads((layout_runs["C+O"]["dir"] / "config" / "run_spec.json").read_text())
+    queries_dir = tmp_path / "queries"
+    queries_dir.mkdir()
+    (queries_dir / "q01.sql").write_text("SELECT 1;\n")
+    (queries_dir / "q02.sql").write_text("SELECT SLEEP(30);\n")
+    run_dir = tmp_path / "run"
+    spec.update(run_dir=str(run_dir), queries_dir=str(queries_dir), queries=["q01", "q02"], cold=False)
+    spec_file = tmp_path / "run_spec.json"
+    spec_file.write_text(json.dumps(spec))
+    record = Path(study.root, "state", "created.json")
+    agent = subprocess.Popen(["/usr/bin/python3", "-m", "tierlab_host", "run", str(spec_file)],
+                             cwd=Path(study.root, "agent"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TIERLAB_STATE_DIR": str(Path(study.root, "state"))})
+    trace = run_dir / "raw" / "traces" / "q02_try1.ftrace-raw"
+    while not trace.exists():
+        assert agent.poll() is None, agent.communicate()
+        time.sleep(0.1)
+    (instance,) = [Path(e["path"]) for e in json.loads(record.read_text()) if e["kind"] == "tracing_instance"]
+    assert instance.is_dir()
+    client = f"mysql --defaults-file={spec['engine']['client_file']}"
+    while subprocess.run(["pgrep", "-f", client], capture_output=True).returncode != 0:
+        assert agent.poll() is None, agent.communicate()
+        time.sleep(0.1)
+    agent.send_signal(signal.SIGTERM)
+    # long before the sleep would have ended
+    stdout, stderr = agent.communicate(timeout=20)
+    assert agent.returncode == 1, stdout + stderr
+    said = "stopped by SIGTERM; the try under way, if any, has no row: resume the run to run it and the rest"
+    assert said in stderr
+    assert (run_dir / "raw" / "run.log").read_text().splitlines()[-1] == f"failed: {said}"
+    rows = [json.loads(line) for line in (run_dir / "raw" / "queries.jsonl").read_text().splitlines()]
+    assert [(row["query"], row["status"]) for row in rows] == [("q01", "ok")]
+    assert not instance.exists()
+    assert [e for e in json.loads(record.read_text()) if e["kind"] == "tracing_instance"] == []
+    assert subprocess.run(["pgrep", "-f", client], capture_output=True).returncode == 1
 
 
 def test_resume_with_other_variables_is_refused(study, layout_runs):

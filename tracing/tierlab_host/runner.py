@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -98,27 +99,71 @@ def _cold_restart(db) -> None:
     db.start()
 
 
+class Stopped(HostError):
+    """The loop was asked to stop by a signal."""
+
+
+class StopRequest:
+    """A SIGTERM or SIGINT (a user, or the playbook's job being stopped) stops the query loop at once but
+    cleanly: the clients under way are killed, the try they ran is not recorded (a resume runs it again), and
+    the loop's own clean-up (the tracing instance, the emulated cache) runs as it unwinds. Python's default
+    would end the process without that clean-up, and an Ansible job inherits SIGINT ignored."""
+
+    def __init__(self):
+        self.signal_name = ""
+        self.clients: set[subprocess.Popen] = set()
+
+    def install(self) -> None:
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, self._ask)
+
+    def _ask(self, number: int, frame) -> None:
+        self.signal_name = signal.Signals(number).name
+        for client in list(self.clients):
+            client.kill()
+
+    def check(self) -> None:
+        if self.signal_name:
+            raise Stopped(f"stopped by {self.signal_name}; the try under way, if any, has no row: resume the run to "
+                          "run it and the rest")
+
+
+STOP = StopRequest()
+
+
 def _watched(cmd: list[str], stdin: bytes | None, env: dict | None, output: Path, limit_s: float) -> dict:
     """Run a client to its end, its output to `output`, the tiers' emulators watched while it runs: one that
     hangs has its connection aborted, so the client fails instead of waiting forever. Killed (status timeout)
-    `CLIENT_GRACE_S` after `limit_s`; else its exit code and standard error."""
+    `CLIENT_GRACE_S` after `limit_s`; else its exit code and standard error. Raises Stopped if the loop is
+    asked to stop while the client runs (it is killed)."""
     started = time.monotonic()
     with open(output, "wb") as out, tempfile.TemporaryFile() as err:
+        STOP.check()
         client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env)
-        if stdin:
-            client.stdin.write(stdin)
-        client.stdin.close()
-        while True:
-            try:
-                client.wait(timeout=WATCH_INTERVAL_S)
-                break
-            except subprocess.TimeoutExpired:
-                emulator.abort_hung()
-                if time.monotonic() - started > limit_s + CLIENT_GRACE_S:
-                    client.kill()
-                    client.wait()
-                    elapsed = time.monotonic() - started
-                    return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s", "elapsed_s": elapsed}
+        STOP.clients.add(client)
+        try:
+            if STOP.signal_name:
+                client.kill()
+            if stdin:
+                # a client killed at once by a stop has closed its end
+                with contextlib.suppress(BrokenPipeError):
+                    client.stdin.write(stdin)
+            client.stdin.close()
+            while True:
+                try:
+                    client.wait(timeout=WATCH_INTERVAL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    emulator.abort_hung()
+                    if time.monotonic() - started > limit_s + CLIENT_GRACE_S:
+                        client.kill()
+                        client.wait()
+                        elapsed = time.monotonic() - started
+                        return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s",
+                                "elapsed_s": elapsed}
+        finally:
+            STOP.clients.discard(client)
+        STOP.check()
         err.seek(0)
         error = err.read().decode(errors="replace").strip()
     return {"status": "ok" if client.returncode == 0 else "error", "error": error,
@@ -227,7 +272,11 @@ class CoRunner:
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
-            result = execute(self.db, self.spec["database"], self.sql, self.spec["query_timeout_s"], self.output)
+            try:
+                result = execute(self.db, self.spec["database"], self.sql, self.spec["query_timeout_s"], self.output)
+            except Stopped:
+                # the step beside it stops too, and says why
+                return
             self.runs.append({**result, "ended": time.monotonic()})
             if result["status"] != "ok":
                 return
@@ -319,6 +368,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}"
                            if cached else "off")
         for query, attempt in _pending(spec, done):
+            STOP.check()
             current = step(spec, query, key_starts)
             label = f"{query}_try{attempt}"
             if spec["cold"]:
@@ -381,6 +431,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
 
 
 def main(spec_file: str) -> None:
+    STOP.install()
     print(json.dumps(run_queries(json.loads(Path(spec_file).read_text()))))
 
 
