@@ -1,6 +1,8 @@
 """The self-check's contrasts and verdicts, on hand-made fio results (the host agent's pure functions)."""
 
-from tierlab_host.tiers_check import contrasts, fidelity
+import pytest
+
+from tierlab_host.tiers_check import contrasts, fidelity, round_count
 
 
 def job(medium: str, rw: str, block_bytes: int, iodepth: int, p50_us: float, iops: float,
@@ -60,3 +62,8 @@ def test_a_tier_that_is_not_modelled_has_no_contrasts_and_no_verdict():
     found = contrasts(tiers)
     assert {c["tiers"][0] for c in found} == {"optane"}
     assert fidelity(tiers, found)["tiers"] == {"optane": "faithful"}
+
+
+@pytest.mark.parametrize(("runtime_s", "rounds"), [(10, 8), (2, 8), (1.9, 7), (1, 4), (0.5, 2), (0.2, 1)])
+def test_a_job_is_measured_in_up_to_eight_rounds_of_at_least_a_quarter_second(runtime_s, rounds):
+    assert round_count(runtime_s) == rounds

@@ -35,8 +35,10 @@ VERDICTS = ("faithful", "degraded", "not faithful")
 # a job where more of the emulator's replies than this were late measured the host, not the model
 LATE_SHARE_LIMIT = 0.05
 DEEP_BLOCK_BYTES, DEEP_IODEPTH = 16384, 32
-# each job's runtime is split into this many rounds, interleaved with the other jobs'
+# each job's runtime is split into up to this many rounds, interleaved with the other jobs', each at least
+# MIN_ROUND_S long: fio spends about 0.3 s setting up each job, so shorter rounds would mostly cost that
 ROUNDS = 8
+MIN_ROUND_S = 0.25
 
 
 def _jobs(medium: str) -> list[tuple[str, int, int]]:
@@ -52,20 +54,26 @@ def _late_and_requests(spec: dict) -> tuple[int, int]:
     return live["late"], sum(c["requests"] for c in live["classes"].values())
 
 
+def round_count(runtime_s: float) -> int:
+    """How many rounds a job of runtime_s is measured in."""
+    return max(1, min(ROUNDS, int(runtime_s / MIN_ROUND_S)))
+
+
 def _measure(plan: list[dict], runtime_s: float) -> list[dict]:
-    """Every job of the plan, in ROUNDS interleaved rounds of runtime_s / ROUNDS each, summarised per job by
+    """Every job of the plan, in interleaved rounds (ROUNDS, fewer for a short check), summarised per job by
     the median over its rounds. The host's cost per request shifts by tens of percent from one second to
     the next (which CPUs the loop worker, the emulator and fio land on), so two jobs measured a minute
     apart would compare two moments of the host rather than two access patterns or two tiers; interleaved
     rounds give every job the same moments."""
     runs: list[list[dict]] = [[] for _ in plan]
     late = [[0, 0] for _ in plan]
-    for _ in range(ROUNDS):
+    count = round_count(runtime_s)
+    for _ in range(count):
         for i, entry in enumerate(plan):
             spec = entry["spec"]
             modelled = spec["emulation"] == "model"
             before = _late_and_requests(spec) if modelled else None
-            runs[i].append(fio.job(entry["target"], *entry["job"], runtime_s / ROUNDS, entry["span_bytes"]))
+            runs[i].append(fio.job(entry["target"], *entry["job"], runtime_s / count, entry["span_bytes"]))
             if modelled:
                 after = _late_and_requests(spec)
                 late[i] = [late[i][0] + after[0] - before[0], late[i][1] + after[1] - before[1]]
@@ -213,8 +221,8 @@ def check(specs: list[dict], runtime_s: float) -> dict:
     found = contrasts(tiers)
     # one dilation for all modelled tiers of a host
     dilations = [t["dilation"] for t in tiers if "dilation" in t]
-    return {"checked_at": datetime.now(UTC).isoformat(timespec="seconds"), "runtime_s": runtime_s, "rounds": ROUNDS,
-            "span_bytes": DEVICE_SPAN_BYTES, "file_span_bytes": FILE_SPAN_BYTES,
+    return {"checked_at": datetime.now(UTC).isoformat(timespec="seconds"), "runtime_s": runtime_s,
+            "rounds": round_count(runtime_s), "span_bytes": DEVICE_SPAN_BYTES, "file_span_bytes": FILE_SPAN_BYTES,
             "dilation": dilations[0] if dilations else None,
             "tiers": tiers, "contrasts": found, "fidelity": fidelity(tiers, found)}
 
