@@ -10,27 +10,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-import pyarrow as pa
-
-from . import cost_model, device_fit, device_profile, manifest, planner_costs, recommend
+# pandas, the compiled metrics and matplotlib are imported by the commands that use them (about a second and a
+# half in all): `tierlab manifest`, which every run calls twice, and `tierlab tiers check` need none of them
+from . import device_profile, manifest
+from .defaults import FORMATS, RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, SCAN_REQUEST_BYTES, STREAM_WINDOW
 from .errors import RunDirError, StudyInputError, TierlabError
 from .layout import CAPACITY, FAST, parse_layout
-from .metrics import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
-from .run_io import (
-    analyze,
-    cut_traces,
-    load_run,
-    read_manifest,
-    read_table,
-    request_chunks,
-    run_figures,
-    tiers_dilation,
-    write_tables,
-)
+from .manifest import tiers_dilation
 from .study_vars import parse_bytes
 from .tiers_check import format_check, run_check
-from .trace_stats import FORMATS, suspect, trace_stats
 
 
 def _progress():
@@ -45,8 +33,11 @@ def _progress():
 
 
 def _analyze(args) -> None:
-    # the report draws with matplotlib, whose import costs most of a second that trace-stats need not pay
+    import pandas as pd
+
     from .report import write_run_report
+    from .run_io import analyze, cut_traces, load_run, write_tables
+    from .trace_stats import suspect
 
     run_dir = Path(args.run_dir)
     run = load_run(run_dir)
@@ -83,6 +74,8 @@ def _compare(args) -> None:
 
 
 def _study(args) -> None:
+    import pandas as pd
+
     from .report import compare_runs
     from .study import fastest, new_study_dir, points, read_study, read_study_record, run_study
 
@@ -119,8 +112,11 @@ def _study(args) -> None:
 
 
 def _advise(args) -> None:
+    import pandas as pd
+
     from .advise import SETTINGS, advise, statements
     from .report import write_advice_report
+    from .run_io import run_figures
     from .study import read_study_record
 
     study_dir = Path(args.study_dir)
@@ -191,6 +187,8 @@ def _profiles(text: str | None, tiers: list[dict], scratch: Path) -> dict[str, P
 
 def _recommend_runs(run_dirs: list[str]) -> list[tuple[Path, dict]]:
     """The runs to recommend from, each with its manifest: traced, of one engine and workload, on the same tiers."""
+    from .run_io import read_manifest
+
     runs = [(Path(d), read_manifest(Path(d))) for d in run_dirs]
     first_dir, first = runs[0]
     for run_dir, m in runs:
@@ -204,9 +202,14 @@ def _recommend_runs(run_dirs: list[str]) -> list[tuple[Path, dict]]:
     return runs
 
 
-def _window(run_dir: Path, m: dict, row: dict) -> cost_model.Window:
-    """A traced query's requests as the cost model takes them, each object named by its table (`other` for
-    none), with the tiers' roles and the run's dilation."""
+def _window(run_dir: Path, m: dict, row: dict):
+    """A traced query's requests as the cost model takes them (a cost_model.Window), each object named by its
+    table (`other` for none), with the tiers' roles and the run's dilation."""
+    import pandas as pd
+
+    from . import cost_model
+    from .run_io import request_chunks
+
     object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
 
     def by_table(requests: pd.DataFrame) -> pd.DataFrame:
@@ -230,6 +233,8 @@ def _give_back_freed_memory() -> None:
     model reads a window of millions of requests in parts of a few MB: glibc's malloc would keep the parts'
     memory in its heap (its threshold for a mapping of a block's own rises to 32 MB as such blocks are
     freed), and arrow's allocator its own: recommend on 10^7 requests peaked at about 1 GB, with this 0.75 GB."""
+    import pyarrow as pa
+
     pa.set_memory_pool(pa.system_memory_pool())
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is not None:
@@ -237,6 +242,9 @@ def _give_back_freed_memory() -> None:
 
 
 def _recommend(args) -> None:
+    from . import cost_model, recommend
+    from .run_io import read_table
+
     _give_back_freed_memory()
     capacity = parse_bytes("--fast-capacity", args.fast_capacity)
     runs = _recommend_runs(args.run_dirs)
@@ -299,6 +307,9 @@ def _recommend(args) -> None:
 
 
 def _devices(args) -> None:
+    from . import device_fit
+    from .run_io import write_tables
+
     run_dir = Path(args.run_dir)
     source = run_dir / "raw" / "devices.json"
     try:
@@ -327,8 +338,13 @@ def _devices(args) -> None:
 
 
 def _validate(args) -> None:
-    _give_back_freed_memory()
+    import pandas as pd
+
+    from . import cost_model, recommend
+    from .run_io import read_manifest, read_table
     from .study import read_study_record
+
+    _give_back_freed_memory()
 
     study_dir = Path(args.study_dir)
     record = read_study_record(study_dir)
@@ -369,6 +385,8 @@ def _validate(args) -> None:
 
 
 def _trace_stats(args) -> None:
+    from .trace_stats import suspect, trace_stats
+
     stats = trace_stats(args.paths, args.format, args.tolerate_errors, args.page_size, _progress())
     for problem in suspect(stats["counts"]):
         print(f"warning: the trace has {problem}", file=sys.stderr)
@@ -380,6 +398,8 @@ def _trace_stats(args) -> None:
 
 
 def _planner_costs(args) -> None:
+    from . import planner_costs
+
     profiles = _profiles(args.profiles, [], Path())
     tiers = planner_costs.planner_costs(profiles, args.page_size, args.scan_request_size)
     print(json.dumps(tiers, indent=1) if args.json else
@@ -481,9 +501,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profiles", metavar="fast=P,capacity=P", default="fast=optane,capacity=nand",
                    help="device profiles (names or .toml files); default: fast=optane,capacity=nand")
     p.add_argument("--page-size", type=PAGE_SIZE, default=8192, help="the block size in bytes (default 8192)")
-    p.add_argument("--scan-request-size", type=REQUEST_SIZE_ARG, default=planner_costs.SCAN_REQUEST_BYTES,
+    p.add_argument("--scan-request-size", type=REQUEST_SIZE_ARG, default=SCAN_REQUEST_BYTES,
                    help="the requests a sequential scan becomes, in bytes: the device's read-ahead (default "
-                        f"{planner_costs.SCAN_REQUEST_BYTES}); a run's request sizes show it")
+                        f"{SCAN_REQUEST_BYTES}); a run's request sizes show it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_planner_costs)
     p = sub.add_parser("devices", help="fit a device profile to each tier of playbooks/devices.yml's measurements, "

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .metrics import RANDOM_PCT_THRESHOLD
+from .defaults import RANDOM_PCT_THRESHOLD
 
 RULES = ("low request scale", "random access is only half-bad", "avoid crowded accesses", "control overall load",
          "avoid tiny accesses", "issue 4 KiB-aligned requests", "forget garbage collection")

@@ -6,13 +6,42 @@ be rewritten at any time (at the start, partial; at the end, final).
 
 import hashlib
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .run_io import SCHEMA_VERSION, read_query_rows, tiers_dilation
+from .errors import RunDirError
 from .study_vars import WORKLOAD_VARIABLES
 
+# the results format this tierlab writes (results/README.md)
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "partial", "failed")
+
+
+def tiers_dilation(tiers: list[dict]) -> float | None:
+    """How many times a run's modelled tiers stretched modelled time, from their calibration (None: no modelled
+    tier); the same on every modelled tier of a host, and 1 for tiers calibrated before dilation existed."""
+    found = {t["calibration"].get("dilation", 1.0) for t in tiers if t.get("calibration")}
+    return max(found) if found else None
+
+
+def query_rows(run_dir: Path) -> list[dict]:
+    """The rows raw/queries.jsonl holds, one per query try, as the query loop wrote them."""
+    rows_file = run_dir / "raw" / "queries.jsonl"
+    rows = []
+    for number, line in enumerate(rows_file.read_text().splitlines() if rows_file.exists() else [], 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            row = error
+        if not isinstance(row, dict):
+            raise RunDirError(f"{rows_file}:{number}: not a query row ({row}): each line is one JSON object as the "
+                              "query loop writes it; it was damaged after the run wrote it (remove the line and "
+                              "resume the run to measure that query again)")
+        rows.append(row)
+    return rows
 
 
 def sha256(path: Path) -> str:
@@ -85,7 +114,7 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
     record = json.loads((run_dir / "config" / "study.json").read_text())
     study = record["study"]
     previous = _optional_json(run_dir / "manifest.json") or {}
-    rows = read_query_rows(run_dir)
+    rows = query_rows(run_dir)
     expected = len(study["queries"]) * study["tries"]
     if status == "auto":
         status = "ok" if len(rows) >= expected else "partial"
@@ -121,7 +150,7 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         "load": _optional_json(run_dir / "raw" / "load.json"),
         "queries": {
             "expected_tries": expected, "recorded_tries": len(rows),
-            "by_status": rows["status"].value_counts().to_dict() if len(rows) else {},
+            "by_status": dict(Counter(row["status"] for row in rows)),
         },
         "versions": {**record["versions"], "tracer_backend": (trace_backend or {}).get("backend")},
         "attempts": attempts,

@@ -13,10 +13,9 @@ import numba
 import numpy as np
 import pandas as pd
 
+from .defaults import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
+
 SECTOR_BYTES = 512
-STREAM_WINDOW = 8
-RANDOM_PCT_THRESHOLD = 50.0
-REPEAT_THRESHOLD = 1.1
 LATENCY_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999}
 CATEGORIES = {
     (True, True): "1 random repeated",

@@ -18,11 +18,10 @@ deeper only queues.
 from pathlib import Path
 
 from .cost_model import closed_loop
+from .defaults import SCAN_REQUEST_BYTES
 from .errors import StudyInputError
 from .layout import CAPACITY, FAST
 
-# Linux's default read-ahead window (read_ahead_kb 128): the requests a sequential scan becomes
-SCAN_REQUEST_BYTES = 128 << 10
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SATURATION = 0.9
 

@@ -17,11 +17,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .contract import RULES  # noqa: E402
+from .defaults import REPEAT_THRESHOLD  # noqa: E402
 from .engine_view import definition  # noqa: E402
 from .errors import RunDirError  # noqa: E402
-from .metrics import REPEAT_THRESHOLD  # noqa: E402
+from .manifest import tiers_dilation  # noqa: E402
 from .plans import plan_summary  # noqa: E402
-from .run_io import CORUN_COLUMNS, SUBQUERY_COLUMNS, cut_traces, read_manifest, read_tables, tiers_dilation  # noqa: E402
+from .run_io import CORUN_COLUMNS, SUBQUERY_COLUMNS, cut_traces, read_manifest, read_tables  # noqa: E402
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
                   "engine_sequential_pct", "engine_pages_read", "repeat_access_rate", "category", "read_pages",

@@ -19,13 +19,12 @@ from . import cost_model, device_profile
 from .attribute import attribute, extent_table
 from .block_trace import concat_requests
 from .contract import contract
+from .defaults import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .engine_view import engine_view
 from .errors import RunDirError
+from .manifest import query_rows, tiers_dilation
 from .metrics import (
     LATENCY_EDGES_US,
-    RANDOM_PCT_THRESHOLD,
-    REPEAT_THRESHOLD,
-    STREAM_WINDOW,
     Pieces,
     access_summary,
     contention,
@@ -41,9 +40,7 @@ from .prefetch import prefetched, sink_on_thread
 from .study_vars import buffer_pool_bytes
 from .throughput import throughput
 
-# the results format this tierlab writes and reads (results/README.md)
-SCHEMA_VERSION = 2
-# the formats this tierlab reads: 1 is 2 before engines other than MariaDB (one file per table, no
+# the formats this tierlab reads (results/README.md): 1 is 2 before engines other than MariaDB (one file per table, no
 # offset_bytes in extents.json, InnoDB's counters only, no plans), which it reads as such
 READ_VERSIONS = (1, 2)
 # a step's co-runner (the run's corun query): its id, its runs that ended within the window and their mean
@@ -130,13 +127,6 @@ class Run:
         return concat_requests(frames) if frames else pd.DataFrame(columns=REQUEST_SCHEMA.names)
 
 
-def tiers_dilation(tiers: list[dict]) -> float | None:
-    """How many times a run's modelled tiers stretched modelled time, from their calibration (None: no modelled
-    tier); the same on every modelled tier of a host, and 1 for tiers calibrated before dilation existed."""
-    found = {t["calibration"].get("dilation", 1.0) for t in tiers if t.get("calibration")}
-    return max(found) if found else None
-
-
 def cut_traces(queries: pd.DataFrame) -> list[tuple[str, int]]:
     """The (query, try) whose trace lost its end marker (trace_complete False in an analyzed queries table)."""
     cut = queries[queries["trace_complete"].eq(False).fillna(False)]
@@ -166,23 +156,9 @@ def read_manifest(run_dir: Path) -> dict:
 
 
 def read_query_rows(run_dir: Path) -> pd.DataFrame:
-    rows_file = run_dir / "raw" / "queries.jsonl"
-    rows = []
-    for number, line in enumerate(rows_file.read_text().splitlines() if rows_file.exists() else [], 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            row = error
-        if not isinstance(row, dict):
-            raise RunDirError(f"{rows_file}:{number}: not a query row ({row}): each line is one JSON object as the "
-                              "query loop writes it; it was damaged after the run wrote it (remove the line and "
-                              "resume the run to measure that query again)")
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=[c for c in QUERY_COLUMNS if not c.startswith("io_time") and c != "trace_complete"]
-                         + ["trace_files"])
-    return frame
+    return pd.DataFrame(query_rows(run_dir),
+                        columns=[c for c in QUERY_COLUMNS if not c.startswith("io_time") and c != "trace_complete"]
+                        + ["trace_files"])
 
 
 def _window(markers: list[tuple[float, str]], label: str) -> tuple[float, float]:

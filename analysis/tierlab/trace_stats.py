@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .block_trace import concat_requests
+from .defaults import FORMATS
 from .errors import TraceFormatError
 from .metrics import AccessTotals, Pieces, Streams, device_codes, sequential_of
 from .parse_blktrace import SINK_ROWS, parse_blkparse_text, parse_blktrace_binary
@@ -20,7 +21,6 @@ from .parse_ftrace_raw import MAGIC as RAW_MAGIC
 from .parse_ftrace_raw import parse_ftrace_raw
 from .prefetch import sink_on_thread
 
-FORMATS = ("auto", "binary", "blkparse", "ftrace", "ftrace-raw")
 BLKTRACE_MAGIC = 0x65617400
 # a blkparse event line starts with the device: "  7,1    0        1     0.000000000 ..."
 BLKPARSE_LINE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s", re.MULTILINE)
