@@ -319,7 +319,10 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         for worker in workers:
             worker.start()
         for worker in workers:
-            worker.join()
+            # in short waits: only the main thread runs signal handlers, and a SIGINT the kernel hands to a
+            # worker would otherwise wait for the main thread to wake, which a plain join does at the end
+            while worker.is_alive():
+                worker.join(timeout=0.2)
     finally:
         signal.signal(signal.SIGINT, previous)
     if len(record["points"]) == total:
