@@ -2,7 +2,8 @@
 
 What a device model's profile needs, measured through the tier's file system with O_DIRECT (the file is
 written for the suite and removed after it, so the tier's data is never touched):
-- latency at queue depth 1 of 4 KiB sequential and random reads and writes, as a distribution;
+- latency at queue depth 1 of 4 KiB sequential and random reads and writes, as a distribution (the two
+  reads, whose contrast decides whether the device streams, in interleaved rounds: READ_LATENCY_ROUNDS);
 - requests below 4 KiB, and 4 KiB requests that are not 4 KiB-aligned;
 - read latency as the share of writes beside them grows (random 4 KiB, queue depth 4);
 - sustained sequential writes, their bandwidth every 100 ms (a write buffer filling, then its drain rate);
@@ -28,12 +29,19 @@ WRITE_SHARES_PCT = (0, 10, 30, 50, 70)
 SMALL_BLOCK_BYTES = (512, 1024, 2048)
 SUSTAINED_BLOCK_BYTES, SUSTAINED_IODEPTH = 131072, 32
 LOG_INTERVAL_MS = 100
+# The host's cost per request on an emulated tier shifts by tens of percent from one second to the next
+# (which CPUs fio, the loop worker and the emulator land on): measured once each, a second apart, sequential
+# and random reads compared two moments of the host (CI measured a flat model's random reads 23% above its
+# sequential ones, and once 21% below). So the two run in this many interleaved rounds of the job's runtime,
+# each figure the median over its rounds, as in the tiers' self-check.
+READ_LATENCY_ROUNDS = 5
 
 
-def plan() -> list[dict]:
-    """Every job of the suite, in the order it runs (see the module's text)."""
-    jobs = [{"kind": "latency", "rw": rw, "block_bytes": 4096, "iodepth": 1}
-            for rw in ("read", "randread", "write", "randwrite")]
+def plan() -> list[list[dict]]:
+    """Every job of the suite, in the order it runs (see the module's text), in groups: a group of more than
+    one job runs in READ_LATENCY_ROUNDS interleaved rounds."""
+    groups = [[{"kind": "latency", "rw": rw, "block_bytes": 4096, "iodepth": 1} for rw in ("read", "randread")]]
+    jobs = [{"kind": "latency", "rw": rw, "block_bytes": 4096, "iodepth": 1} for rw in ("write", "randwrite")]
     jobs += [{"kind": "small", "rw": "randread", "block_bytes": b, "iodepth": 1} for b in SMALL_BLOCK_BYTES]
     jobs.append({"kind": "misaligned", "rw": "randread", "block_bytes": 4096, "iodepth": 1, "align_bytes": 512})
     jobs += [{"kind": "mixed", "rw": "randrw", "block_bytes": 4096, "iodepth": 4, "write_pct": share}
@@ -42,7 +50,7 @@ def plan() -> list[dict]:
                  "iodepth": SUSTAINED_IODEPTH})
     jobs += [{"kind": "bandwidth", "rw": rw, "block_bytes": b, "iodepth": depth}
              for rw in ("randread", "randwrite") for b in BLOCK_BYTES for depth in IODEPTHS]
-    return jobs
+    return groups + [[job] for job in jobs]
 
 
 def _options(job: dict, log_prefix: Path) -> tuple[str, ...]:
@@ -61,8 +69,7 @@ def measure(target: str, job: dict, runtime_s: float, sustained_s: float) -> dic
     bandwidth every 100 ms), or with the error fio gave (a device of 4 KiB sectors refuses requests below
     them with O_DIRECT): the suite goes on, and the fit says what it misses."""
     # an emulated tier's image is written back to the host's disk after writes (the scratch's, a write job's):
-    # on a slow host for seconds, beside the next job (likely why CI once measured optane's sequential
-    # reads, the first job, 21% above its random ones); flushed before each job
+    # on a slow host for seconds, beside the next job; flushed before each job
     os.sync()
     with tempfile.TemporaryDirectory() as logs:
         prefix = Path(logs) / "sustained"
@@ -79,6 +86,25 @@ def measure(target: str, job: dict, runtime_s: float, sustained_s: float) -> dic
     return measured
 
 
+def measure_group(target: str, group: list[dict], runtime_s: float, sustained_s: float) -> list[dict]:
+    """A group of the plan: one job measured once, or several in interleaved rounds, each job's sides the
+    median over its rounds (the rounds' p50s kept); a job that failed in any round has that round's error."""
+    if len(group) == 1:
+        return [measure(target, group[0], runtime_s, sustained_s)]
+    runs = [[measure(target, job, runtime_s, sustained_s) for job in group] for _ in range(READ_LATENCY_ROUNDS)]
+    measured = []
+    for rounds in zip(*runs, strict=True):
+        failed = [r for r in rounds if "error" in r]
+        if failed:
+            measured.append(failed[0])
+            continue
+        sides = [side for side in ("read", "write") if side in rounds[0]]
+        measured.append({**rounds[0], "rounds": len(rounds),
+                         **{side: fio.median_of_rounds([r[side] for r in rounds]) for side in sides},
+                         "p50_us_by_round": {side: [r[side]["lat_us"]["p50"] for r in rounds] for side in sides}})
+    return measured
+
+
 def suite(spec: dict, runtime_s: float, sustained_s: float) -> dict:
     """The suite on one tier: its jobs, and the emulated tier's dilation (the model runs that much slower)."""
     scratch = Path(spec["path"]) / SCRATCH_NAME
@@ -88,7 +114,7 @@ def suite(spec: dict, runtime_s: float, sustained_s: float) -> dict:
         tier["profile"] = Path(spec["profile_file"]).read_text()
     try:
         fio.write_scratch(scratch, SCRATCH_BYTES)
-        tier["jobs"] = [measure(str(scratch), job, runtime_s, sustained_s) for job in plan()]
+        tier["jobs"] = [job for group in plan() for job in measure_group(str(scratch), group, runtime_s, sustained_s)]
     finally:
         scratch.unlink(missing_ok=True)
     return tier

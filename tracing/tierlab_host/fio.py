@@ -1,6 +1,7 @@
 """fio jobs on a block device or a file: IOPS, bandwidth and latency percentiles."""
 
 import json
+import statistics
 from pathlib import Path
 
 from .system import run
@@ -34,6 +35,14 @@ def job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: float, 
     read = run_job(target, rw, block_bytes, iodepth, runtime_s, span_bytes, ("--readonly",))["read"]
     return {"rw": rw, "block_bytes": block_bytes, "iodepth": iodepth, "iops": read["iops"], "lat_us": read["lat_us"],
             "mean_us": read["mean_us"]}
+
+
+def median_of_rounds(rounds: list[dict]) -> dict:
+    """One job's side measured in rounds (each as _side gives it), summarised by the median over its rounds
+    of each figure and each latency percentile."""
+    summary = {key: statistics.median([r[key] for r in rounds]) for key in rounds[0] if key != "lat_us"}
+    summary["lat_us"] = {p: statistics.median([r["lat_us"][p] for r in rounds]) for p in rounds[0]["lat_us"]}
+    return summary
 
 
 def bandwidth_log(prefix: Path) -> list[tuple[float, float]]:

@@ -15,7 +15,6 @@ faithful, with the reason.
 """
 
 import json
-import statistics
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -83,9 +82,7 @@ def _measure(plan: list[dict], runtime_s: float) -> list[dict]:
 def _summary(entry: dict, rounds: list[dict], late: list[int]) -> dict:
     rw, block_bytes, iodepth = entry["job"]
     job = {"rw": rw, "block_bytes": block_bytes, "iodepth": iodepth, "medium": entry["medium"], "rounds": len(rounds),
-           "iops": statistics.median([r["iops"] for r in rounds]),
-           "lat_us": {p: statistics.median([r["lat_us"][p] for r in rounds]) for p in rounds[0]["lat_us"]},
-           "mean_us": statistics.median([r["mean_us"] for r in rounds]),
+           **fio.median_of_rounds([{k: r[k] for k in ("iops", "lat_us", "mean_us")} for r in rounds]),
            "p50_us_by_round": [r["lat_us"]["p50"] for r in rounds]}
     spec = entry["spec"]
     if spec["emulation"] == "model":

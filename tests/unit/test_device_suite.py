@@ -1,0 +1,31 @@
+"""The device suite's jobs, run with the real fio on a file of the test's own."""
+
+import statistics
+
+from tierlab_host import device_suite, fio
+
+
+def test_the_two_read_latency_jobs_run_in_rounds_and_each_figure_is_the_median_over_them(tmp_path):
+    scratch = tmp_path / "scratch"
+    fio.write_scratch(scratch, 16 << 20)
+    (reads, *_) = device_suite.plan()
+    assert [job["rw"] for job in reads] == ["read", "randread"]
+
+    measured = device_suite.measure_group(str(scratch), reads, 0.05, 1)
+
+    assert [(job["rw"], job["rounds"]) for job in measured] == [("read", 5), ("randread", 5)]
+    for job in measured:
+        by_round = job["p50_us_by_round"]["read"]
+        assert len(by_round) == 5
+        assert job["read"]["lat_us"]["p50"] == statistics.median(by_round)
+        assert "write" not in job
+
+
+def test_every_other_job_of_the_suite_runs_once(tmp_path):
+    groups = device_suite.plan()
+    assert [len(group) for group in groups] == [2] + [1] * 52
+    scratch = tmp_path / "scratch"
+    fio.write_scratch(scratch, 16 << 20)
+    (write,) = device_suite.measure_group(str(scratch), groups[1], 0.05, 1)
+    assert (write["rw"], write["runtime_s"], "rounds" in write) == ("write", 0.05, False)
+    assert write["write"]["iops"] > 0
