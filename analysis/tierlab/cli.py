@@ -337,51 +337,134 @@ def _devices(args) -> None:
     print(write_devices_report(run_dir, result, fitted))
 
 
-def _validate(args) -> None:
-    import pandas as pd
+# the matrix variables each side of validate compares; the study's other variables make its groups
+LAYOUT_VARIABLES = ("layout",)
+CACHE_VARIABLES = ("fast_cache", "fast_cache_policy")
 
-    from . import cost_model, recommend
-    from .run_io import read_manifest, read_table
-    from .study import read_study_record
 
-    _give_back_freed_memory()
+def _study_groups(study_dir: Path, record: dict, compared: tuple[str, ...]) -> dict[tuple, list[tuple[Path, dict]]]:
+    """The study's ok runs, each with its manifest, by the values of the matrix's variables outside compared."""
+    from .run_io import read_manifest
 
-    study_dir = Path(args.study_dir)
-    record = read_study_record(study_dir)
-    if "layout" not in record["study"]["matrix"]:
-        raise StudyInputError(f"{study_dir}: its matrix does not vary layout; validate compares the layouts a study "
-                              "ran with what recommend predicts for them")
-    # layouts are compared within each combination of the matrix's other variables (a buffer pool, a plan)
-    others = [name for name in record["study"]["matrix"] if name != "layout"]
+    others = [name for name in record["study"]["matrix"] if name not in compared]
     groups: dict[tuple, list[tuple[Path, dict]]] = {}
     for point in record["points"]:
         if point["status"] == "ok":
             run_dir = study_dir / point["run_id"]
             groups.setdefault(tuple(point["variables"][k] for k in others), []).append((run_dir, read_manifest(run_dir)))
+    return groups
+
+
+def _traced_query(run_dir: Path, m: dict, row: dict, profiles: dict[str, Path]):
+    """A traced query of a run as recommend costs it: its window and its recommend.TracedQuery."""
+    from . import cost_model, recommend
+
+    window = _window(run_dir, m, row)
+    traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
+    return window, recommend.TracedQuery(m["run_id"], row["query"], 1.0, row["elapsed_s"], row["io_time_s"], traced,
+                                         cost_model.layout_costs(window, profiles))
+
+
+def _validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, scratch: Path):
+    """From each run, every layout the study ran predicted against its measured time (the median over its runs)."""
+    import pandas as pd
+
+    from . import recommend
+    from .run_io import read_table
+
+    others = [name for name in record["study"]["matrix"] if name not in LAYOUT_VARIABLES]
     rows = []
+    for group, runs in _study_groups(study_dir, record, LAYOUT_VARIABLES).items():
+        done = {run_dir: read_table(run_dir, "queries").query("status == 'ok'").to_dict("records") for run_dir, _ in runs}
+        measured: dict[str, dict[str, list[float]]] = {}
+        for run_dir, m in runs:
+            for row in done[run_dir]:
+                measured.setdefault(row["query"], {}).setdefault(m["layout"]["name"], []).append(row["elapsed_s"])
+        profiles = _profiles(profiles_text, runs[0][1]["tiers"], scratch)
+        for run_dir, m in runs:
+            for row in done[run_dir]:
+                _, query = _traced_query(run_dir, m, row, profiles)
+                times = {layout: statistics.median(seconds) for layout, seconds in measured[row["query"]].items()}
+                predicted = {layout: query.predict_s(query.latency_sum_us(parse_layout(layout, m["workload"]["name"])))
+                             for layout in times}
+                rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],
+                             "traced_layout": m["layout"]["name"], "run_id": m["run_id"],
+                             **recommend.validation(predicted, times)})
+    return pd.DataFrame(rows)
+
+
+def _validate_caches(study_dir: Path, record: dict, profiles_text: str | None, scratch: Path):
+    """From each run without a cache, every cache the study ran (size and policy) predicted against what it
+    measured: the query's time and the emulated cache's hit share (medians over the cache's runs), and the
+    cost model's cache on the cache run's own trace."""
+    import pandas as pd
+
+    from . import cost_model
+    from .run_io import read_table
+
+    others = [name for name in record["study"]["matrix"] if name not in CACHE_VARIABLES]
+    rows = []
+    for group, runs in _study_groups(study_dir, record, CACHE_VARIABLES).items():
+        where = " ".join(f"{k}={v}" for k, v in zip(others, group, strict=True)) or "in the study"
+        bases = [(run_dir, m) for run_dir, m in runs if not m["study"]["fast_cache_bytes"]]
+        if not bases:
+            raise StudyInputError(f"{study_dir}: no ok run without a cache {where}; validate predicts each cache from "
+                                  "a traced run without one: give fast_cache the value none in the matrix")
+        measured: dict[tuple, dict[str, list[float]]] = {}
+        for run_dir, m in runs:
+            if not m["study"]["fast_cache_bytes"]:
+                continue
+            capacity_tier = next(t["name"] for t in m["tiers"] if t["role"] == CAPACITY)
+            tiers = read_table(run_dir, "tier_metrics")
+            tiers = tiers[tiers["tier"] == capacity_tier].set_index(["query", "try"])
+            simulated = read_table(run_dir, "query_metrics").set_index(["query", "try"])["cache_hit_pct_simulated"]
+            for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
+                key = (row["query"], m["study"]["fast_cache"], m["study"]["fast_cache_bytes"], m["study"]["fast_cache_policy"])
+                figures = measured.setdefault(key, {"elapsed_s": [], "hit_pct": [], "simulated_hit_pct": []})
+                figures["elapsed_s"].append(row["elapsed_s"])
+                figures["hit_pct"].append(tiers.loc[(row["query"], row["try"]), "model_cache_hit_pct"])
+                figures["simulated_hit_pct"].append(simulated.loc[(row["query"], row["try"])])
+        sizes = sorted({size for _, _, size, _ in measured})
+        profiles = _profiles(profiles_text, bases[0][1]["tiers"], scratch)
+        for run_dir, m in bases:
+            page_bytes = int(read_table(run_dir, "parameters")["page_size_bytes"][0])
+            for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
+                window, query = _traced_query(run_dir, m, row, profiles)
+                costs = cost_model.cache_costs(window, profiles, page_bytes, sizes).set_index(["capacity_bytes", "policy"])
+                for (name, given, size, policy), figures in measured.items():
+                    if name != row["query"]:
+                        continue
+                    cost = costs.loc[(size, policy)]
+                    predicted_s, measured_s = query.predict_s(cost["latency_sum_us"]), statistics.median(figures["elapsed_s"])
+                    hit_pct = 100.0 * cost["hits"] / cost["requests"] if cost["requests"] else float("nan")
+                    rows.append({**dict(zip(others, group, strict=True)), "query": name, "traced_layout": m["layout"]["name"],
+                                 "run_id": m["run_id"], "fast_cache": given, "policy": policy,
+                                 "runs": len(figures["elapsed_s"]), "predicted_s": predicted_s, "measured_s": measured_s,
+                                 "error_pct": 100.0 * (predicted_s / measured_s - 1.0),
+                                 "predicted_hit_pct": hit_pct,
+                                 "measured_hit_pct": statistics.median(figures["hit_pct"]),
+                                 "simulated_hit_pct": statistics.median(figures["simulated_hit_pct"])})
+    return pd.DataFrame(rows)
+
+
+def _validate(args) -> None:
+    from .study import read_study_record
+
+    _give_back_freed_memory()
+    study_dir = Path(args.study_dir)
+    record = read_study_record(study_dir)
+    matrix = record["study"]["matrix"]
+    if "layout" not in matrix and "fast_cache" not in matrix:
+        raise StudyInputError(f"{study_dir}: its matrix varies neither layout nor fast_cache; validate compares the "
+                              "layouts, or the caches, a study ran with what recommend predicts for them")
     with tempfile.TemporaryDirectory() as scratch:
-        for group, runs in groups.items():
-            done = {run_dir: read_table(run_dir, "queries").query("status == 'ok'").to_dict("records") for run_dir, _ in runs}
-            measured: dict[str, dict[str, list[float]]] = {}
-            for run_dir, m in runs:
-                for row in done[run_dir]:
-                    measured.setdefault(row["query"], {}).setdefault(m["layout"]["name"], []).append(row["elapsed_s"])
-            profiles = _profiles(args.profiles, runs[0][1]["tiers"], Path(scratch))
-            for run_dir, m in runs:
-                for row in done[run_dir]:
-                    traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
-                    query = recommend.TracedQuery(m["run_id"], row["query"], 1.0, row["elapsed_s"], row["io_time_s"],
-                                                  traced, cost_model.layout_costs(_window(run_dir, m, row), profiles))
-                    times = {layout: statistics.median(seconds) for layout, seconds in measured[row["query"]].items()}
-                    predicted = {layout: query.predict_s(query.latency_sum_us(parse_layout(layout, m["workload"]["name"])))
-                                 for layout in times}
-                    rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],
-                                 "traced_layout": m["layout"]["name"], "run_id": m["run_id"],
-                                 **recommend.validation(predicted, times)})
-    table = pd.DataFrame(rows)
-    table.to_csv(study_dir / "validation.csv", index=False, float_format="%.6g")
-    shown = table.drop(columns="run_id").to_string(index=False, float_format=lambda v: f"{v:.3g}")
-    print(f"{study_dir / 'validation.csv'}:\n{shown}")
+        for varied, validate, name in (("layout", _validate_layouts, "validation.csv"),
+                                       ("fast_cache", _validate_caches, "cache_validation.csv")):
+            if varied in matrix:
+                table = validate(study_dir, record, args.profiles, Path(scratch))
+                table.to_csv(study_dir / name, index=False, float_format="%.6g")
+                shown = table.drop(columns="run_id").to_string(index=False, float_format=lambda v: f"{v:.3g}")
+                print(f"{study_dir / name}:\n{shown}")
 
 
 def _trace_stats(args) -> None:
@@ -469,8 +552,9 @@ def main(argv: list[str] | None = None) -> None:
                                                 "STUDY_DIR/advice)")
     p.set_defaults(func=_advise)
 
-    p = sub.add_parser("validate", help="a study's layouts as measured against what recommend predicts for them "
-                                       "from each of its runs: Spearman's rank correlation and the regret")
+    p = sub.add_parser("validate", help="a study's layouts, or caches, as measured against what recommend predicts "
+                                       "for them from each of its runs: Spearman's rank correlation and the regret; "
+                                       "the cache's time and hit share")
     p.add_argument("study_dir", metavar="STUDY_DIR")
     p.add_argument("--profiles", help="device profiles of the tiers, fast=P,capacity=P (default: the runs' own)")
     p.set_defaults(func=_validate)

@@ -39,7 +39,15 @@ import pandas as pd
 import yaml
 
 from .errors import RunDirError, StudyInputError
-from .study_vars import DEFAULT_PAGE_SIZE, ENGINE_VARIABLES, RUN_VARIABLES, WORKLOAD_VARIABLES, run_defaults, validate
+from .study_vars import (
+    DEFAULT_PAGE_SIZE,
+    ENGINE_VARIABLES,
+    FAST_CACHE_DEFAULTS,
+    RUN_VARIABLES,
+    WORKLOAD_VARIABLES,
+    run_defaults,
+    validate,
+)
 
 PROJECT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml", "sysbench": "playbooks/sysbench.yml"}
@@ -340,7 +348,11 @@ def default_value(variable: str, engine: str) -> str:
     value = str(run_defaults()[variable])
     if value:
         return value
-    return DEFAULT_PAGE_SIZE[engine] if variable == "page_size" else {**ENGINE_VARIABLES, **WORKLOAD_VARIABLES}[variable][1]
+    if variable == "page_size":
+        return DEFAULT_PAGE_SIZE[engine]
+    if variable in FAST_CACHE_DEFAULTS:
+        return FAST_CACHE_DEFAULTS[variable]
+    return {**ENGINE_VARIABLES, **WORKLOAD_VARIABLES}[variable][1]
 
 
 def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:

@@ -35,6 +35,8 @@ TIERS = (FAST, "capacity")
 TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
 # how the fast tier as a block cache (fast_cache) admits pages: the cost model's CACHE_POLICIES
 FAST_CACHE_POLICIES = ("admitting", "lru")
+# what a run has for the fast cache left unset
+FAST_CACHE_DEFAULTS = {"fast_cache": "none", "fast_cache_policy": FAST_CACHE_POLICIES[0]}
 # the optimizer's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
 # forced by leaving the other methods out (E5 of the study): PostgreSQL's enable_* settings; on MariaDB and MySQL
 # the secondary indexes ignored by the optimizer (hash), or no join buffers, so no hash or block joins (index)
@@ -325,9 +327,10 @@ def _fast_cache(values: dict, layout: str, fast_tier_bytes: int | None, tier_emu
     capacity tier, which then holds every table, and no larger than the fast tier."""
     given = str(values.get("fast_cache") or "").strip()
     # a policy without a cache stays as given, so that a study can set it once beside a matrix that has no cache
-    policy = _choice("fast_cache_policy", values.get("fast_cache_policy") or FAST_CACHE_POLICIES[0], FAST_CACHE_POLICIES)
+    policy = _choice("fast_cache_policy", values.get("fast_cache_policy") or FAST_CACHE_DEFAULTS["fast_cache_policy"],
+                     FAST_CACHE_POLICIES)
     if not given or given.lower() == "none":
-        return {"fast_cache": "none", "fast_cache_bytes": 0, "fast_cache_policy": policy}
+        return {"fast_cache": FAST_CACHE_DEFAULTS["fast_cache"], "fast_cache_bytes": 0, "fast_cache_policy": policy}
     size = parse_bytes("fast_cache", given)
     if layout != "None":
         raise StudyInputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "

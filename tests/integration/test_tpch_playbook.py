@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import tierlab
+from conftest import ROOT, SCALE_FACTOR
 
 LAYOUTS = {"None": set(), "ALL": {"customer", "orders", "lineitem", "partsupp", "part", "supplier", "nation", "region"},
            "C+O": {"customer", "orders"}}
@@ -213,13 +214,33 @@ def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path
     assert shot.stat().st_size > 50_000
 
 
+CACHE_STUDY = f"""
+name: cache
+workload: tpch
+variables:
+  engine: mariadb
+  scale_factor: {SCALE_FACTOR}
+  queries: "3"
+  layout: None
+  fast_cache_policy: lru
+matrix:
+  fast_cache: [none, 4M]
+"""
+
+
 @pytest.fixture(scope="module")
-def cache_run(study, layout_runs):
-    """Q3 with every table on nand and a 4 MiB LRU cache of optane in front of it."""
-    return study.run("None", queries="3", fast_cache="4M", fast_cache_policy="lru")
+def cache_study(study, layout_runs, tmp_path_factory):
+    """Q3 with every table on nand, without a cache and with a 4 MiB LRU cache of optane in front of nand."""
+    spec = tmp_path_factory.mktemp("cache") / "cache.yml"
+    spec.write_text(CACHE_STUDY)
+    study_dir = study.study(spec)
+    record = json.loads((study_dir / "study.json").read_text())
+    return study_dir, {p["variables"]["fast_cache"]: study_dir / p["run_id"] for p in record["points"]}
 
 
-def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model_s(cache_run):
+def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model_s(cache_study):
+    _, runs = cache_study
+    cache_run = runs["4M"]
     tier = pd.read_csv(cache_run / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
     assert tier["model_cache_read_hits"] > 0 and tier["model_cache_read_misses"] > 0, tier
     query = pd.read_csv(cache_run / "tables" / "query_metrics.csv").iloc[0]
@@ -227,6 +248,26 @@ def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model
     assert abs(query["cache_hit_pct_simulated"] - tier["model_cache_hit_pct"]) <= 5, (query, tier)
     manifest = json.loads((cache_run / "manifest.json").read_text())
     assert (manifest["study"]["fast_cache_bytes"], manifest["study"]["fast_cache_policy"]) == (4 << 20, "lru")
+
+
+def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_the_cache_measured(cache_study):
+    study_dir, runs = cache_study
+    done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "validate", str(study_dir)], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert not (study_dir / "validation.csv").exists()
+    (row,) = pd.read_csv(study_dir / "cache_validation.csv").to_dict("records")
+    assert (row["query"], row["traced_layout"], row["run_id"], row["fast_cache"], row["policy"], row["runs"]) == (
+        "q03", "None", runs["none"].name, "4M", "lru", 1)
+    measured = pd.read_csv(runs["4M"] / "tables" / "queries.csv").iloc[0]
+    tier = pd.read_csv(runs["4M"] / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
+    assert (row["measured_s"], row["measured_hit_pct"]) == pytest.approx((measured["elapsed_s"], tier["model_cache_hit_pct"]))
+    assert row["error_pct"] == pytest.approx(100 * (row["predicted_s"] / row["measured_s"] - 1), rel=1e-4)
+    # a cold 4 MiB cache serves Q3 some of its reads, by the model and by the emulator
+    assert 0 < row["predicted_hit_pct"] < 100 and 0 < row["simulated_hit_pct"] < 100
+    # the hits are replayed on the fast tier: the cache is predicted faster than the run without it measured
+    base = pd.read_csv(runs["none"] / "tables" / "queries.csv").iloc[0]
+    assert row["predicted_s"] < base["elapsed_s"]
 
 
 def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touched(study, layout_runs):

@@ -160,3 +160,14 @@ def test_fastest_can_compare_the_engines_themselves(tmp_path):
     assert fastest(study, record, side).to_dict("records") == [
         {"query": "q01", "fastest engine": "postgresql", "fastest_s": 0.5, "default engine": "mariadb",
          "default_s": 2.0, "default_over_fastest": 4.0}]
+
+
+def test_fastest_names_no_cache_the_default_of_a_study_of_caches(tmp_path):
+    spec = study_file(tmp_path, "name: cache\nworkload: tpch\nvariables:\n  layout: None\n"
+                                "matrix:\n  fast_cache: [none, 64M]\n")
+    study = read_study(spec)
+    record = {"points": [{**point, "status": "ok", "run_id": f"run{point['point']}"} for point in points(study)]}
+    side = pd.DataFrame({"query": "q16", "run": ["run1", "run2"], "elapsed_s": [20.0, 8.0]})
+    assert fastest(study, record, side).to_dict("records") == [
+        {"query": "q16", "engine": "mariadb", "fastest fast_cache": "64M", "fastest_s": 8.0, "default fast_cache": "none",
+         "default_s": 20.0, "default_over_fastest": 2.5}]
