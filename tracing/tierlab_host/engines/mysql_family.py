@@ -1,7 +1,7 @@
 """MariaDB and Oracle MySQL: InnoDB, one .ibd per table placed with DATA DIRECTORY.
 
 The engine's spec (from the mysql role): name, instance, server, defaults_file,
-client_file, log_file, datadir, tier_dirs {tier role: DATA DIRECTORY}, settings
+client_file, port, log_file, datadir, tier_dirs {tier role: DATA DIRECTORY}, settings
 (variables read back into the manifest), source (where the engine came from),
 and chroot: the root of the system the server and its clients run in when the
 host's distribution does not package the engine ("" otherwise; the paths
@@ -66,7 +66,7 @@ class MysqlFamily:
         # the server drops to its `user` setting itself; --defaults-file must come first (chroot execs the
         # server in its own process, so the recorded pid is the server's)
         return server.start(self.spec["instance"], self.name, [*self.prefix, self.spec["server"], marker], marker,
-                            self.spec["log_file"], self.ping)
+                            self.spec["log_file"], self.ping, self.spec["port"])
 
     def stop(self) -> dict:
         return server.stop(self.spec["instance"])

@@ -11,6 +11,7 @@ touched.
 import os
 import pwd
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -34,14 +35,28 @@ def recorded(instance: str) -> dict | None:
     return None
 
 
+def require_free_port(instance: str, port: int) -> None:
+    """Refuse a port another process listens on (the servers listen on 127.0.0.1): the server would exit at
+    start-up with the reason only in its log, and the port most likely belongs to another tierlab root."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise HostError(f"{instance}: port {port} on 127.0.0.1 is taken by another process ({error.strerror}); "
+                            "give this tierlab root ports of its own (mysql_port_base, postgresql_port)") from None
+
+
 def start(instance: str, engine: str, argv: list[str], marker: str, log_file: str, ready: Callable[[], bool],
-          user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
-    """Start argv (which holds `marker`), as `user` if given, unless the recorded instance runs; wait until `ready()`."""
+          port: int, user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
+    """Start argv (which holds `marker`) to listen on port, as `user` if given, unless the recorded instance
+    runs; wait until `ready()`."""
     entry = recorded(instance)
     if entry and _is_ours(entry):
         return {"changed": False, "pid": entry["pid"]}
     if entry:
         record.remove(entry)
+    require_free_port(instance, port)
     # as the user with its own group and no other (not root's)
     identity = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []} if user else {}
     with open(log_file, "ab") as log:
