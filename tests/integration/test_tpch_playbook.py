@@ -256,7 +256,7 @@ def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_
                           text=True)
     assert done.returncode == 0, done.stderr
     assert not (study_dir / "validation.csv").exists()
-    (row,) = pd.read_csv(study_dir / "cache_validation.csv").to_dict("records")
+    (row,) = pd.read_csv(study_dir / "cache_validation.csv", keep_default_na=False).to_dict("records")
     assert (row["query"], row["traced_layout"], row["run_id"], row["fast_cache"], row["policy"], row["runs"]) == (
         "q03", "None", runs["none"].name, "4M", "lru", 1)
     measured = pd.read_csv(runs["4M"] / "tables" / "queries.csv").iloc[0]
