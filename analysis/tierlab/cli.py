@@ -342,8 +342,8 @@ LAYOUT_VARIABLES = ("layout",)
 CACHE_VARIABLES = ("fast_cache", "fast_cache_policy")
 
 
-def _study_groups(study_dir: Path, record: dict, compared: tuple[str, ...]) -> dict[tuple, list[tuple[Path, dict]]]:
-    """The study's ok runs, each with its manifest, by the values of the matrix's variables outside compared."""
+def _study_groups(study_dir: Path, record: dict, compared: tuple[str, ...]) -> tuple[list[str], dict]:
+    """The matrix's variables outside compared, and the study's ok runs (each with its manifest) by their values."""
     from .run_io import read_manifest
 
     others = [name for name in record["study"]["matrix"] if name not in compared]
@@ -352,7 +352,7 @@ def _study_groups(study_dir: Path, record: dict, compared: tuple[str, ...]) -> d
         if point["status"] == "ok":
             run_dir = study_dir / point["run_id"]
             groups.setdefault(tuple(point["variables"][k] for k in others), []).append((run_dir, read_manifest(run_dir)))
-    return groups
+    return others, groups
 
 
 def _traced_query(run_dir: Path, m: dict, row: dict, profiles: dict[str, Path]):
@@ -372,9 +372,9 @@ def _validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, 
     from . import recommend
     from .run_io import read_table
 
-    others = [name for name in record["study"]["matrix"] if name not in LAYOUT_VARIABLES]
+    others, groups = _study_groups(study_dir, record, LAYOUT_VARIABLES)
     rows = []
-    for group, runs in _study_groups(study_dir, record, LAYOUT_VARIABLES).items():
+    for group, runs in groups.items():
         done = {run_dir: read_table(run_dir, "queries").query("status == 'ok'").to_dict("records") for run_dir, _ in runs}
         measured: dict[str, dict[str, list[float]]] = {}
         for run_dir, m in runs:
@@ -402,9 +402,9 @@ def _validate_caches(study_dir: Path, record: dict, profiles_text: str | None, s
     from . import cost_model
     from .run_io import read_table
 
-    others = [name for name in record["study"]["matrix"] if name not in CACHE_VARIABLES]
+    others, groups = _study_groups(study_dir, record, CACHE_VARIABLES)
     rows = []
-    for group, runs in _study_groups(study_dir, record, CACHE_VARIABLES).items():
+    for group, runs in groups.items():
         where = " ".join(f"{k}={v}" for k, v in zip(others, group, strict=True)) or "in the study"
         bases = [(run_dir, m) for run_dir, m in runs if not m["study"]["fast_cache_bytes"]]
         if not bases:
