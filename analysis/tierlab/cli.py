@@ -457,14 +457,18 @@ def _validate(args) -> None:
     if "layout" not in matrix and "fast_cache" not in matrix:
         raise StudyInputError(f"{study_dir}: its matrix varies neither layout nor fast_cache; validate compares the "
                               "layouts, or the caches, a study ran with what recommend predicts for them")
+    tables = {}
     with tempfile.TemporaryDirectory() as scratch:
         for varied, validate, name in (("layout", _validate_layouts, "validation.csv"),
                                        ("fast_cache", _validate_caches, "cache_validation.csv")):
             if varied in matrix:
-                table = validate(study_dir, record, args.profiles, Path(scratch))
+                table = tables[varied] = validate(study_dir, record, args.profiles, Path(scratch))
                 table.to_csv(study_dir / name, index=False, float_format="%.6g")
                 shown = table.drop(columns="run_id").to_string(index=False, float_format=lambda v: f"{v:.3g}")
                 print(f"{study_dir / name}:\n{shown}")
+    from .report import write_validation_report
+
+    print(write_validation_report(study_dir, record["study"], tables.get("layout"), tables.get("fast_cache")))
 
 
 def _trace_stats(args) -> None:

@@ -427,6 +427,45 @@ def write_recommend_report(out_dir: Path, result: dict, summary_text: str) -> Pa
     return path
 
 
+def plot_cache_validation(table: pd.DataFrame) -> str:
+    """validate's caches, a row of panels per query: each cache's measured time and hit share (bars) beside
+    the predicted ones (the median over the runs without a cache, their range as error bars)."""
+    queries = list(dict.fromkeys(table["query"]))
+    fig, axes = plt.subplots(len(queries), 2, figsize=(11, 3 * len(queries)), squeeze=False)
+    for row, query in zip(axes, queries, strict=True):
+        caches = table[table["query"] == query].groupby(["fast_cache", "policy"], sort=False)
+        labels = [f"{size} {policy}" for size, policy in caches.groups]
+        positions = np.arange(len(labels))
+        for ax, (predicted, measured, unit) in zip(row, (("predicted_s", "measured_s", "elapsed (s)"),
+                                                         ("predicted_hit_pct", "measured_hit_pct", "reads hit (%)")),
+                                                   strict=True):
+            middle, low, high = caches[predicted].median(), caches[predicted].min(), caches[predicted].max()
+            ax.bar(positions - 0.2, caches[measured].median(), 0.4, label="measured")
+            ax.errorbar(positions + 0.2, middle, yerr=[middle - low, high - middle], fmt="o", capsize=3,
+                        label="predicted")
+            ax.set_xticks(positions, labels, fontsize=8)
+            ax.set_ylabel(unit)
+            ax.set_ylim(bottom=0)
+            ax.set_title(query, fontsize=9)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def write_validation_report(study_dir: Path, study: dict, layouts: pd.DataFrame | None, caches: pd.DataFrame | None) -> Path:
+    """validate's answer as a page: the layouts' ranks and regret, the caches' times and hit shares plotted,
+    each from every traced run of the study."""
+    sections = []
+    if layouts is not None:
+        sections += ["<h2>Layouts: predicted against measured</h2>", _html_table(layouts.drop(columns="run_id"))]
+    if caches is not None:
+        sections += ["<h2>Caches: predicted against measured</h2>", plot_cache_validation(caches),
+                     _html_table(caches.drop(columns="run_id"))]
+    path = study_dir / "validation.html"
+    path.write_text(_page(f"tierlab validate: study {study['name']}", sections))
+    return path
+
+
 def plot_setting(setting: str, context: str, step: str, rows: pd.DataFrame) -> str:
     """A setting's figure against its values (median, with the repetitions' spread as error bars)."""
     fig, ax = plt.subplots(figsize=(5.5, 3))

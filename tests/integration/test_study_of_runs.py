@@ -75,6 +75,7 @@ def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
     assert set(table["spearman"]) <= {1.0, -1.0}
     assert (table["regret_pct"] >= 0).all()
     assert set(table["measured_fastest"]) <= {"None", "ALL"}
+    assert "Layouts: predicted against measured" in (study_dir / "validation.html").read_text()
 
 
 def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(study):

@@ -256,6 +256,9 @@ def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_
                           text=True)
     assert done.returncode == 0, done.stderr
     assert not (study_dir / "validation.csv").exists()
+    page = (study_dir / "validation.html").read_text()
+    assert "Caches: predicted against measured" in page and "Layouts" not in page
+    assert page.count("<svg") == 1
     (row,) = pd.read_csv(study_dir / "cache_validation.csv", keep_default_na=False).to_dict("records")
     assert (row["query"], row["traced_layout"], row["run_id"], row["fast_cache"], row["policy"], row["runs"]) == (
         "q03", "None", runs["none"].name, "4M", "lru", 1)
