@@ -54,12 +54,16 @@ class Study:
         db = engine(json.loads(Path(self.root, "instances", instance, "engine.json").read_text()))
         return execute(db, f"tpch_sf{str(SCALE_FACTOR).replace('.', '_')}", sql, limit_s, output)
 
+    def study_command(self, *args: str) -> list[str]:
+        """`tierlab study` with args, on this root and its ports."""
+        return [str(ROOT / ".venv/bin/tierlab"), "study", *args, "--extra-vars",
+                json.dumps({"tierlab_root": self.root, **self.settings})]
+
     def study(self, spec: Path) -> Path:
         """A study file run by `tierlab study` on this root: its study directory."""
         before = self.run_ids()
-        done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "study", str(spec), "--results-dir", str(self.results_dir),
-                               "--extra-vars", json.dumps({"tierlab_root": self.root, **self.settings})],
-                              cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(self.study_command(str(spec), "--results-dir", str(self.results_dir)), cwd=ROOT,
+                              capture_output=True, text=True)
         if done.returncode != 0:
             raise AssertionError(f"tierlab study {spec} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
         (new,) = self.run_ids() - before

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from conftest import ROOT, SCALE_FACTOR, TEST_ROOT, assert_torn_down
+from conftest import ROOT, SCALE_FACTOR, assert_torn_down
 
 STUDY = f"""
 name: sweep
@@ -23,17 +23,12 @@ matrix:
   layout: [None, ALL]
   buffer_pool: [5%, 20%]
 """
-HOST = {"tierlab_root": TEST_ROOT, "mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516}
-
-
-def tierlab_study(*args: str) -> list[str]:
-    return [str(ROOT / ".venv/bin/tierlab"), "study", *args, "--extra-vars", json.dumps(HOST)]
 
 
 def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest(study, tmp_path):
     spec = tmp_path / "sweep.yml"
     spec.write_text(STUDY)
-    child = subprocess.Popen(tierlab_study(str(spec), "--results-dir", str(study.results_dir)), cwd=ROOT,
+    child = subprocess.Popen(study.study_command(str(spec), "--results-dir", str(study.results_dir)), cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     study_dir = Path(child.stdout.readline().removeprefix("study ").strip())
     assert (study_dir.parent, study_dir.name[16:]) == (study.results_dir, "_sweep")
@@ -48,7 +43,8 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok")]
     first_run = record["points"][0]["run_id"]
 
-    resumed = subprocess.run(tierlab_study("--resume", str(study_dir)), cwd=ROOT, capture_output=True, text=True)
+    resumed = subprocess.run(study.study_command("--resume", str(study_dir)), cwd=ROOT, capture_output=True,
+                             text=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     record = json.loads((study_dir / "study.json").read_text())
     assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok"), (2, "ok"), (3, "ok"), (4, "ok")]
