@@ -385,11 +385,12 @@ def _validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, 
             for row in done[run_dir]:
                 _, query = _traced_query(run_dir, m, row, profiles)
                 times = {layout: statistics.median(seconds) for layout, seconds in measured[row["query"]].items()}
-                predicted = {layout: query.predict_s(query.latency_sum_us(parse_layout(layout, m["workload"]["name"])))
+                predicted = {layout: query.predict_s(query.io_us(parse_layout(layout, m["workload"]["name"])))
                              for layout in times}
                 rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],
                              "traced_layout": m["layout"]["name"], "run_id": m["run_id"],
-                             **recommend.validation(predicted, times)})
+                             **recommend.validation(predicted, times),
+                             "repeat_spearman": recommend.repeat_spearman(measured[row["query"]])})
     return pd.DataFrame(rows)
 
 
@@ -435,7 +436,7 @@ def _validate_caches(study_dir: Path, record: dict, profiles_text: str | None, s
                     if name != row["query"]:
                         continue
                     cost = costs.loc[(size, policy)]
-                    predicted_s, measured_s = query.predict_s(cost["latency_sum_us"]), statistics.median(figures["elapsed_s"])
+                    predicted_s, measured_s = query.predict_s(cost["io_us"]), statistics.median(figures["elapsed_s"])
                     hit_pct = 100.0 * cost["hits"] / cost["requests"] if cost["requests"] else float("nan")
                     rows.append({**dict(zip(others, group, strict=True)), "query": name, "traced_layout": m["layout"]["name"],
                                  "run_id": m["run_id"], "fast_cache": given, "policy": policy,

@@ -7,9 +7,11 @@ latency on the profile's device.
 
 How a query's time follows (docs/recommend.md states the same for users):
 - its non-I/O time (elapsed minus the time with a request in flight) does not depend on placement;
-- its I/O time scales with the model's latency sum over its requests: the in-flight depth at each moment
-  stays as traced, so the model's absolute error and the run's dilation cancel in the ratio to the layout
-  that was traced;
+- its I/O time scales with the model's I/O time: each request's latency on the model times its share of
+  the traced time in flight (1 alone, 1/k while k requests were in flight), summed. The requests' overlap
+  stays as traced: a lookup the query waited for alone weighs its whole latency, a read-ahead burst's
+  requests a part each, as the busy time they made. The model's absolute error and the run's dilation
+  cancel in the ratio to the layout that was traced;
 - each tier's requests under a layout are replayed together as one device's stream, because tables that
   share a device interfere: interleaved with random reads of another table, a scan loses the device's
   read-ahead (TPC-H Q3 traced with everything on nand: orders alone costs the nand model 230 ms, among
@@ -81,7 +83,8 @@ def _library() -> ctypes.CDLL:
     library.model_replay.argtypes = [
         ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint, ctypes.c_size_t, array(np.uint64, flags="C"),
         array(np.uint8, flags="C"), array(np.uint64, flags="C"), array(np.uint64, flags="C"),
-        array(np.uint8, flags="C"), array(np.uint64, flags="C"), ctypes.c_char_p, ctypes.c_size_t]
+        array(np.uint8, flags="C"), array(np.float32, flags="C"), array(np.float64, flags="C"), ctypes.c_char_p,
+        ctypes.c_size_t]
     library.model_replay.restype = ctypes.c_int
     return library
 
@@ -131,7 +134,8 @@ class Window:
     """A traced query window's requests (heads, in dispatch order) as the cost model takes them, built once
     and replayed under every split and cache: dispatch times in the model's clock (ns) from the window's
     first request, offsets apart per traced device, each request's table (an index into tables, -1 for
-    `other`) and the role of the tier it was traced on (an index into ROLES). About 30 bytes a request."""
+    `other`), the role of the tier it was traced on (an index into ROLES) and its share of the traced time
+    in flight (_shares). About 34 bytes a request."""
     at_ns: np.ndarray
     writes: np.ndarray
     offset_bytes: np.ndarray
@@ -140,6 +144,7 @@ class Window:
     table: np.ndarray
     tables: list[str]
     traced: np.ndarray
+    share: np.ndarray
 
     @classmethod
     def of(cls, chunks: Iterable[pd.DataFrame], tier_roles: dict[str, str], dilation: float) -> "Window":
@@ -148,7 +153,7 @@ class Window:
         devices: dict[str, int] = {}
         objects: dict[str, int] = {}
         tiers: dict[str, int] = {}
-        parts: dict[str, list[np.ndarray]] = {name: [] for name in ("ts_us", *_PART_FIELDS)}
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in ("ts_us", "latency_us", *_PART_FIELDS)}
         for chunk in chunks:
             reads = heads(chunk)
             tier = _codes(reads["tier"], tiers)
@@ -159,6 +164,7 @@ class Window:
                                       "data on")
             device = _codes(reads["device"], devices).astype(np.uint64)
             parts["ts_us"].append(reads["ts_s"].to_numpy() * 1e6)
+            parts["latency_us"].append(reads["latency_us"].to_numpy(dtype=np.float32))
             parts["writes"].append((reads["op"] == "W").to_numpy(dtype=np.uint8))
             parts["offset_bytes"].append(reads["sector"].to_numpy(dtype=np.uint64) * np.uint64(SECTOR_BYTES)
                                          + device * np.uint64(DEVICE_SPAN_BYTES))
@@ -175,8 +181,11 @@ class Window:
         at_ns = _joined(parts.pop("ts_us"), np.float64)
         # each chunk is in dispatch order; chunks that are not one after the other are put in order as heads() does
         order = None if (at_ns[1:] >= at_ns[:-1]).all() else np.argsort(at_ns, kind="stable")
+        latency_us = _joined(parts.pop("latency_us"), np.float32)
         if order is not None:
-            at_ns = at_ns[order]
+            at_ns, latency_us = at_ns[order], latency_us[order]
+        share = _shares(at_ns, latency_us)
+        del latency_us
         if len(at_ns):
             at_ns -= at_ns.min()
             at_ns /= dilation
@@ -188,16 +197,16 @@ class Window:
             fields = {name: values[order] for name, values in fields.items()}
         table_of_object = np.array([tables.index(o) if o != OTHER else -1 for o in objects] + [-1], dtype=np.int8)
         fields["table"] = table_of_object[fields["table"]]
-        return cls(at_ns=at_ns, tables=tables, **fields)
+        return cls(at_ns=at_ns, tables=tables, share=share, **fields)
 
-    def latency_sum_us(self, roles: np.ndarray, profiles: dict[str, Path]) -> float:
-        """The model's latency sum when each role's requests (roles: an index into ROLES per request) are
-        replayed together on that role's profile."""
+    def io_us(self, roles: np.ndarray, profiles: dict[str, Path]) -> float:
+        """The model's I/O time when each role's requests (roles: an index into ROLES per request) are
+        replayed together on that role's profile: each request's latency times its traced share, summed."""
         paths = (ctypes.c_char_p * len(ROLES))(*(str(profiles[role]).encode() for role in ROLES))
-        sums = np.zeros(len(ROLES), dtype=np.uint64)
+        sums = np.zeros(len(ROLES), dtype=np.float64)
         err = ctypes.create_string_buffer(1024)
         if _library().model_replay(paths, len(ROLES), len(roles), self.at_ns, self.writes, self.offset_bytes,
-                                   self.length_bytes, np.ascontiguousarray(roles, dtype=np.uint8), sums, err,
+                                   self.length_bytes, np.ascontiguousarray(roles, dtype=np.uint8), self.share, sums, err,
                                    len(err)) != 0:
             raise DeviceProfileError(f"the device model's replay: {err.value.decode()}")
         return float(sums.sum()) / 1000.0
@@ -207,6 +216,84 @@ class Window:
         per table) and serves the requests hits marks (a flag per request: a cache's hits; none by default);
         `other`'s stays where it was traced."""
         return _roles(self.table, self.traced, fast_tables, hits, ROLES.index("fast"), ROLES.index("capacity"))
+
+
+@numba.njit(cache=True, nogil=True)
+def _shares(start, latency):
+    """Each request's share of the time it was in flight (start: dispatch times, sorted; latency: in the same
+    unit, NaN for none seen, taken as 0): the mean over its time in flight of 1/k, k the requests in flight
+    then, itself included; 1 for a request of no duration. The shares of requests overlapping in time add up
+    to the time any of them was in flight, so a request waited for alone counts whole and each of k requests
+    in flight together a k-th. Dispatches and completions are swept in time order, integrating 1/k; the
+    requests in flight wait in a binary heap by completion, with the integral at their dispatch, so that
+    memory follows the depth, not the window."""
+    share = np.ones(len(start), dtype=np.float32)
+    ends = np.empty(64)
+    opened = np.empty(64)
+    request = np.empty(64, dtype=np.int64)
+    flying = 0
+    integral = 0.0
+    last = start[0] if len(start) else 0.0
+    for r in range(len(start) + 1):
+        now = start[r] if r < len(start) else np.inf
+        # the completions up to this dispatch, earliest first (one at the instant of the dispatch first: the
+        # order of events at one instant adds nothing)
+        while flying > 0 and ends[0] <= now:
+            integral += (ends[0] - last) / flying
+            last = ends[0]
+            done = request[0]
+            duration = ends[0] - start[done]
+            if duration > 0:
+                share[done] = (integral - opened[0]) / duration
+            flying -= 1
+            _sift_down(ends, opened, request, flying)
+        if r == len(start):
+            break
+        if flying > 0:
+            integral += (now - last) / flying
+        last = now
+        if flying == len(ends):
+            ends, opened, request = (np.concatenate((ends, ends)), np.concatenate((opened, opened)),
+                                     np.concatenate((request, request)))
+        ends[flying] = now + (0.0 if np.isnan(latency[r]) else latency[r])
+        opened[flying] = integral
+        request[flying] = r
+        _sift_up(ends, opened, request, flying)
+        flying += 1
+    return share
+
+
+@numba.njit(cache=True, nogil=True)
+def _swap(ends, opened, request, a, b):
+    ends[a], ends[b] = ends[b], ends[a]
+    opened[a], opened[b] = opened[b], opened[a]
+    request[a], request[b] = request[b], request[a]
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_up(ends, opened, request, at):
+    """Restores the heap's order (the earliest completion at 0) after an entry was put at `at`."""
+    while at > 0 and ends[(at - 1) // 2] > ends[at]:
+        _swap(ends, opened, request, at, (at - 1) // 2)
+        at = (at - 1) // 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_down(ends, opened, request, size):
+    """Removes the heap's first entry: its last one (at size, once the heap holds size entries) takes its
+    place and sinks to where it belongs."""
+    _swap(ends, opened, request, 0, size)
+    at = 0
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            return
+        if child + 1 < size and ends[child + 1] < ends[child]:
+            child += 1
+        if ends[at] <= ends[child]:
+            return
+        _swap(ends, opened, request, at, child)
+        at = child
 
 
 @numba.njit(cache=True, nogil=True)
@@ -222,11 +309,11 @@ def _roles(table, traced, fast_tables, hits, fast_role, capacity_role):
 
 
 def layout_costs(window: Window, profiles: dict[str, Path]) -> dict[frozenset, float]:
-    """The model's latency sum of one query window under every split of the tables it reads between the
-    tiers: {tables on the fast tier: latency sum}. Tables it does not read do not change its cost."""
+    """The model's I/O time of one query window under every split of the tables it reads between the
+    tiers: {tables on the fast tier: I/O time, us}. Tables it does not read do not change its cost."""
     splits = [np.array(fast, dtype=bool) for fast in product([False, True], repeat=len(window.tables))]
     with ThreadPoolExecutor(WORKERS) as pool:
-        sums = pool.map(lambda fast: window.latency_sum_us(window.roles(fast), profiles), splits)
+        sums = pool.map(lambda fast: window.io_us(window.roles(fast), profiles), splits)
         return {frozenset(t for t, on in zip(window.tables, fast, strict=True) if on): cost
                 for fast, cost in zip(splits, sums, strict=True)}
 
@@ -395,7 +482,7 @@ def cache_hits(window: Window, page_bytes: int, capacity_bytes: int, policy: str
 def cache_costs(window: Window, profiles: dict[str, Path], page_bytes: int,
                 capacities_bytes: list[int]) -> pd.DataFrame:
     """Per capacity and cache policy: the table requests a cold read-only cache of that size on the fast tier
-    serves whole (hits), and the model's latency sum with the hits replayed on the fast profile and the rest
+    serves whole (hits), and the model's I/O time (us) with the hits replayed on the fast profile and the rest
     on the capacity profile (`other` where it was traced)."""
     accesses = PageAccesses.of(window, page_bytes)
     placeable = window.table >= 0
@@ -404,11 +491,11 @@ def cache_costs(window: Window, profiles: dict[str, Path], page_bytes: int,
     def cost(capacity: int, policy: str) -> dict:
         hit = placeable & cache_hits(window, page_bytes, capacity, policy, accesses)
         return {"capacity_bytes": capacity, "policy": policy, "hits": int(hit.sum()), "requests": int(placeable.sum()),
-                "latency_sum_us": window.latency_sum_us(window.roles(none_placed, hit), profiles)}
+                "io_us": window.io_us(window.roles(none_placed, hit), profiles)}
 
     with ThreadPoolExecutor(WORKERS) as pool:
         rows = list(pool.map(lambda config: cost(*config), product(capacities_bytes, CACHE_POLICIES)))
-    return pd.DataFrame(rows, columns=["capacity_bytes", "policy", "hits", "requests", "latency_sum_us"])
+    return pd.DataFrame(rows, columns=["capacity_bytes", "policy", "hits", "requests", "io_us"])
 
 
 def device_cache_hit_pct(requests: pd.DataFrame, page_bytes: int, capacity_bytes: int, policy: str) -> float:

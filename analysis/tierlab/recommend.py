@@ -20,7 +20,7 @@ MAX_TABLES = 16
 
 @dataclass
 class TracedQuery:
-    """One traced query try and the model's latency sum of its requests under every split of the tables it
+    """One traced query try and the model's I/O time of its requests under every split of the tables it
     reads between the tiers (cost_model.layout_costs)."""
     run_id: str
     query: str
@@ -30,14 +30,14 @@ class TracedQuery:
     traced: dict[str, str]
     costs_us: dict[frozenset, float]
 
-    def latency_sum_us(self, placement: dict[str, str]) -> float:
+    def io_us(self, placement: dict[str, str]) -> float:
         read = max(self.costs_us, key=len)
         return self.costs_us[frozenset(t for t in read if placement[t] == FAST)]
 
-    def predict_s(self, latency_sum_us: float) -> float:
-        """The non-I/O time as traced plus the I/O time scaled by the model's latency sums."""
-        base = self.latency_sum_us(self.traced)
-        return self.elapsed_s if base == 0 else self.elapsed_s - self.io_s + self.io_s * latency_sum_us / base
+    def predict_s(self, io_us: float) -> float:
+        """The non-I/O time as traced plus the I/O time scaled by the model's: io_us over the traced layout's."""
+        base = self.io_us(self.traced)
+        return self.elapsed_s if base == 0 else self.elapsed_s - self.io_s + self.io_s * io_us / base
 
 
 def all_layouts(table_bytes: dict[str, int]) -> pd.DataFrame:
@@ -58,7 +58,7 @@ def predict_layouts(queries: list[TracedQuery], layouts: pd.DataFrame, workload:
     return pd.DataFrame({
         "layout": [layout_name(p, workload) for p in placements],
         "fast_bytes": layouts["fast_bytes"],
-        "predicted_s": [sum(q.weight * q.predict_s(q.latency_sum_us(p)) for q in queries) for p in placements]})
+        "predicted_s": [sum(q.weight * q.predict_s(q.io_us(p)) for q in queries) for p in placements]})
 
 
 def validation(predicted: dict[str, float], measured: dict[str, float]) -> dict:
@@ -73,6 +73,22 @@ def validation(predicted: dict[str, float], measured: dict[str, float]) -> dict:
             "spearman": float(ranks["predicted"].corr(ranks["measured"])) if len(layouts) > 1 else float("nan"),
             "predicted_fastest": chosen, "measured_fastest": best,
             "regret_pct": 100.0 * (measured[chosen] / measured[best] - 1.0)}
+
+
+def repeat_spearman(runs: dict[str, list[float]]) -> float:
+    """How well the measurement ranks the layouts against itself, the most a prediction's Spearman can be
+    expected to reach: each repetition's times (the k-th run of every layout) ranked against the median of
+    the other runs of each layout, the median of those Spearmans. NaN unless every layout ran at least twice."""
+    repetitions = min(len(times) for times in runs.values())
+    if repetitions < 2 or len(runs) < 2:
+        return float("nan")
+    layouts = sorted(runs)
+    correlations = []
+    for k in range(repetitions):
+        ranks = pd.DataFrame({"one": [runs[layout][k] for layout in layouts],
+                              "others": [float(np.median(runs[layout][:k] + runs[layout][k + 1:])) for layout in layouts]}).rank()
+        correlations.append(ranks["one"].corr(ranks["others"]))
+    return float(np.median(correlations))
 
 
 def capacity_curve(predicted: pd.DataFrame) -> pd.DataFrame:
@@ -107,7 +123,7 @@ def cache_curve(queries: list[TracedQuery], caches: list[pd.DataFrame], curve: p
         row = {"capacity_bytes": capacity, "placement_layout": placed["layout"],
                "placement_predicted_s": placed["predicted_s"]}
         for policy, mine in at.groupby("policy", sort=False):
-            row[f"{policy}_predicted_s"] = sum(queries[r.position].weight * queries[r.position].predict_s(r.latency_sum_us)
+            row[f"{policy}_predicted_s"] = sum(queries[r.position].weight * queries[r.position].predict_s(r.io_us)
                                                for r in mine.itertuples(index=False))
             requests = mine["requests"].sum()
             row[f"{policy}_hit_pct"] = 100.0 * mine["hits"].sum() / requests if requests else float("nan")
@@ -128,7 +144,8 @@ def migration(table_bytes: dict[str, int], start: dict[str, str], end: dict[str,
 ASSUMPTIONS = [
     "each request is re-costed by the emulator's device model at the time it was dispatched in the traced run",
     "a query's non-I/O time (elapsed minus the time with a request in flight) does not depend on placement",
-    "a query's I/O time scales with the model's latency sum of its requests (the in-flight depth stays as traced)",
+    "a query's I/O time scales with the model's: each request's latency times its share of the traced time in flight "
+    "(1 alone, 1/k beside k - 1 others), summed; the requests' overlap stays as traced",
     "each tier's requests are replayed together, so tables sharing a device interfere as in the model",
     "requests no table owns (logs, temporary files) stay on the tier they were traced on",
     "the cache is read-only and empty when each query starts: an ideal LRU of pages (every page admitted), and one that "

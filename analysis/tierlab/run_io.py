@@ -426,7 +426,7 @@ def run_figures(run_dir: Path) -> pd.DataFrame:
 
 # what the cost model reads of each request; its texts are few distinct values, read as categories
 REQUEST_COLUMNS = {"ts_s": False, "device": True, "tier": True, "op": True, "sector": False,
-                   "request_size_sectors": False, "piece": False, "object": True, "sequential": False}
+                   "request_size_sectors": False, "latency_us": False, "piece": False, "object": True, "sequential": False}
 
 
 def request_chunks(run_dir: Path, query: str, attempt: int) -> Iterator[pd.DataFrame]:

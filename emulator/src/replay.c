@@ -9,7 +9,7 @@
 
 int model_replay(const char *const *profile_paths, unsigned roles, size_t n, const uint64_t *at_ns,
 		 const uint8_t *write, const uint64_t *offset, const uint64_t *length, const uint8_t *role,
-		 uint64_t *latency_sum_ns, char *err, size_t err_len)
+		 const float *share, double *io_ns, char *err, size_t err_len)
 {
 	struct model *models;
 	struct model_params p;
@@ -33,7 +33,7 @@ int model_replay(const char *const *profile_paths, unsigned roles, size_t n, con
 			return -1;
 		}
 		model_init(&models[r], &p);
-		latency_sum_ns[r] = 0;
+		io_ns[r] = 0;
 	}
 	for (i = 0; i < n; i++) {
 		if (role[i] >= roles || length[i] == 0) {
@@ -43,7 +43,7 @@ int model_replay(const char *const *profile_paths, unsigned roles, size_t n, con
 			return -1;
 		}
 		model_submit(&models[role[i]], at_ns[i], write[i] ? MODEL_WRITE : MODEL_READ, offset[i], length[i], &d);
-		latency_sum_ns[role[i]] += d.done_ns - at_ns[i];
+		io_ns[role[i]] += (double)(d.done_ns - at_ns[i]) * share[i];
 	}
 	free(models);
 	return 0;

@@ -18,10 +18,13 @@ NAND_RANDOM_4K_US = 88.6 + 4096 / 3000
 OPTANE_4K_US = 8.4 + 4096 / 2500
 
 
-def window(rows: list[tuple[float, str, str, int, int]], sequential: list[bool] | None = None) -> pd.DataFrame:
-    """Requests of one query window: (ts_s, object, op, sector, sectors), traced on nand (device 7:1)."""
+def window(rows: list[tuple[float, str, str, int, int]], sequential: list[bool] | None = None,
+           latency_us: list[float] | None = None) -> pd.DataFrame:
+    """Requests of one query window: (ts_s, object, op, sector, sectors), traced on nand (device 7:1), each
+    done as it starts unless latency_us says otherwise (so that none overlaps another)."""
     frame = pd.DataFrame(rows, columns=["ts_s", "object", "op", "sector", "request_size_sectors"])
-    return frame.assign(device="7:1", tier="nand", piece=0, sequential=sequential or [False] * len(frame))
+    return frame.assign(device="7:1", tier="nand", piece=0, sequential=sequential or [False] * len(frame),
+                        latency_us=latency_us or [0.0] * len(frame))
 
 
 def of(requests: pd.DataFrame, dilation: float = 1.0) -> cost_model.Window:
@@ -89,7 +92,7 @@ def test_the_cache_s_hits_are_replayed_on_the_fast_profile_once_they_fit():
     assert lru["hits"].tolist() == [0, 1]
     assert lru["requests"].tolist() == [4, 4]
     nand_16k, optane_16k = 88.6 + 16384 / 3000, 8.4 + 16384 / 2500
-    assert lru["latency_sum_us"].tolist() == pytest.approx([4 * nand_16k, 3 * nand_16k + optane_16k], abs=0.01)
+    assert lru["io_us"].tolist() == pytest.approx([4 * nand_16k, 3 * nand_16k + optane_16k], abs=0.01)
     # admitted on its second access, page 0 is never read a third time
     assert costs.loc[costs["policy"] == "admitting", "hits"].tolist() == [0, 0]
 
@@ -102,7 +105,8 @@ def random_window(seed: int, count: int, span_kib: int = 1024) -> pd.DataFrame:
                           "op": rng.choice(["R", "W"], count, p=[0.9, 0.1]),
                           "sector": rng.choice(rng.integers(0, span_kib // 4, 300), count) * 8,
                           "request_size_sectors": rng.integers(1, 17, count) * 8,
-                          "device": rng.choice(["7:0", "7:1"], count), "sequential": rng.random(count) < 0.3})
+                          "device": rng.choice(["7:0", "7:1"], count), "sequential": rng.random(count) < 0.3,
+                          "latency_us": rng.uniform(10, 500, count)})
     return frame.assign(tier=frame["device"].map({"7:0": "optane", "7:1": "nand"}), piece=0)
 
 
@@ -148,12 +152,51 @@ def simulated(window: cost_model.Window, *options: str) -> pd.DataFrame:
     return pd.read_csv(io.StringIO(done.stdout), sep=" ")
 
 
-def test_the_in_process_replay_gives_the_latencies_tierlab_emu_simulate_gives():
+def test_the_in_process_replay_gives_the_latencies_tierlab_emu_simulate_gives_each_times_its_share():
     requests = random_window(7, 3000)
     stream = of(requests)
     roles = np.full(len(requests), cost_model.ROLES.index("capacity"), dtype=np.uint8)
-    assert stream.latency_sum_us(roles, PROFILES) == pytest.approx(simulated(stream)["latency_us"].sum(),
-                                                                    abs=0.001 * len(requests))
+    assert stream.io_us(roles, PROFILES) == pytest.approx((simulated(stream)["latency_us"] * stream.share).sum(),
+                                                          abs=0.001 * len(requests))
+
+
+def test_a_request_s_share_is_its_part_of_the_time_in_flight():
+    # a: 0-10 us, b: 5-15 us (the two in flight over 5-10 us), c: 20-30 us alone, d: at 40 us, of no duration
+    requests = window([(t, "a", "R", 8 * i, 8) for i, t in enumerate([0.0, 5e-6, 20e-6, 40e-6])],
+                      latency_us=[10.0, 10.0, 10.0, 0.0])
+    share = of(requests).share
+    assert share.tolist() == pytest.approx([0.75, 0.75, 1.0, 1.0])
+    # the shares of a run's latencies add up to its time with a request in flight
+    assert float((share * [10.0, 10.0, 10.0, 0.0]).sum()) == pytest.approx(25.0)
+
+
+def test_the_shares_agree_with_a_brute_force_integral_when_hundreds_are_in_flight():
+    rng = np.random.default_rng(3)
+    start = np.sort(rng.uniform(0, 2000, 3000))
+    latency = rng.uniform(0, 400, 3000)
+    latency[::50], latency[1::50] = np.nan, 0.0
+    end = start + np.nan_to_num(latency)
+    # 1/k on each stretch between two events, k counted at its midpoint
+    times = np.unique(np.concatenate([start, end]))
+    middle = (times[:-1] + times[1:]) / 2
+    flying = np.searchsorted(np.sort(start), middle) - np.searchsorted(np.sort(end), middle)
+    assert flying.max() > 300
+    step = np.diff(times) / np.maximum(flying, 1)
+    expected = [step[(middle > s) & (middle < e)].sum() / (e - s) if e > s else 1.0 for s, e in zip(start, end)]
+    assert cost_model._shares(start, latency.astype(np.float32)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_request_waited_for_alone_weighs_its_whole_latency_and_one_of_four_in_flight_together_a_quarter():
+    # `lookup`: 4 random reads 1 s apart, each alone; `burst`: 4 random reads dispatched together, 1 s after
+    # them, in flight together as traced (dilated 100x: 10 ms apart in the model's time)
+    lookups = [(float(t), "lookup", "R", sector, 8) for t, sector in enumerate([0, 1 << 24, 1 << 25, 1 << 26])]
+    burst = [(4.0, "burst", "R", sector, 8) for sector in [1 << 27, 1 << 28, 1 << 29, 1 << 30]]
+    requests = window(lookups + burst, latency_us=[100.0] * 8)
+    costs = cost_model.layout_costs(of(requests, dilation=100.0), PROFILES)
+    lone_saving = NAND_RANDOM_4K_US - OPTANE_4K_US
+    assert costs[frozenset()] - costs[frozenset({"lookup"})] == pytest.approx(4 * lone_saving, abs=0.01)
+    # the model serves the four together, as they were traced: they cost the wall time of one
+    assert costs[frozenset()] - costs[frozenset({"burst"})] == pytest.approx(lone_saving, abs=0.01)
 
 
 @pytest.mark.parametrize("policy", ["lru", "admitting"])
@@ -196,7 +239,7 @@ def test_a_window_read_in_chunks_is_the_window_read_whole():
     chunks = [requests[:1000], requests[1000:2500], requests[2500:]]
     whole, chunked = of(requests), cost_model.Window.of(chunks, TIER_ROLES, 1.0)
     assert chunked.tables == whole.tables == ["a"]
-    for name in ("at_ns", "writes", "offset_bytes", "length_bytes", "sequential", "table", "traced"):
+    for name in ("at_ns", "writes", "offset_bytes", "length_bytes", "sequential", "table", "traced", "share"):
         assert getattr(chunked, name).tolist() == getattr(whole, name).tolist(), name
 
 

@@ -1,5 +1,7 @@
 """Placement advice from the model's costs: predictions, the capacity curve, cache against placement, migration."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -12,7 +14,7 @@ SIZES = {"customer": 2 * MIB, "lineitem": 60 * MIB, "nation": 0, "orders": 15 * 
 
 
 def q03(weight: float = 1.0) -> recommend.TracedQuery:
-    """Traced under C+O: 10 s elapsed, 8 s of it with I/O in flight; the model's latency sums per split."""
+    """Traced under C+O: 10 s elapsed, 8 s of it with I/O in flight; the model's I/O time per split."""
     costs = {frozenset(): 1000.0, frozenset({"customer"}): 990.0, frozenset({"orders"}): 600.0,
              frozenset({"lineitem"}): 700.0, frozenset({"customer", "orders"}): 500.0,
              frozenset({"customer", "lineitem"}): 690.0, frozenset({"orders", "lineitem"}): 300.0,
@@ -22,11 +24,11 @@ def q03(weight: float = 1.0) -> recommend.TracedQuery:
 
 def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time():
     query = q03()
-    assert query.predict_s(query.latency_sum_us(parse_layout("C+O"))) == 10.0
+    assert query.predict_s(query.io_us(parse_layout("C+O"))) == 10.0
     # 2 s without I/O, and 8 s of I/O scaled by 1000 / 500
-    assert query.predict_s(query.latency_sum_us(parse_layout("None"))) == 18.0
+    assert query.predict_s(query.io_us(parse_layout("None"))) == 18.0
     # tables the query does not read change nothing
-    assert query.latency_sum_us(parse_layout("O+L+PS+P")) == 300.0
+    assert query.io_us(parse_layout("O+L+PS+P")) == 300.0
 
 
 def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():
@@ -56,11 +58,24 @@ def test_the_cache_wins_where_the_admitting_cache_s_predicted_time_is_below_the_
     curve = recommend.capacity_curve(recommend.predict_layouts([q03()], recommend.all_layouts(SIZES), "tpch"))
     cache = pd.DataFrame({"capacity_bytes": [2 * MIB, 2 * MIB, 17 * MIB, 17 * MIB],
                           "policy": ["lru", "admitting"] * 2, "hits": [20, 10, 90, 80], "requests": [100] * 4,
-                          "latency_sum_us": [300.0, 400.0, 550.0, 600.0]})
+                          "io_us": [300.0, 400.0, 550.0, 600.0]})
     rows = recommend.cache_curve([q03()], [cache], curve).to_dict("records")
     assert [(r["capacity_bytes"], r["admitting_predicted_s"], r["admitting_hit_pct"], r["lru_predicted_s"],
              r["placement_layout"], r["verdict"]) for r in rows] == [
         (2 * MIB, 8.4, 10.0, 6.8, "C", "cache"), (17 * MIB, 11.6, 80.0, 10.8, "C+O", "placement")]
+
+
+def test_the_repeat_spearman_ranks_each_repetition_against_the_median_of_the_others():
+    # the first repetition swaps O and C+O; the second and the third rank them as the others' medians do
+    runs = {"None": [48.6, 48.0, 49.0], "O": [35.0, 33.0, 33.2], "C+O": [34.0, 34.5, 34.6], "ALL": [21.8, 22.0, 21.5]}
+    assert recommend.repeat_spearman(runs) == 1.0
+    # with O slow in the second repetition too, every repetition disagrees with the others' medians on them
+    runs["O"][1] = 34.8
+    assert recommend.repeat_spearman(runs) == pytest.approx(0.8)
+
+
+def test_the_repeat_spearman_needs_every_layout_twice():
+    assert math.isnan(recommend.repeat_spearman({"None": [48.6, 48.0], "O": [35.1]}))
 
 
 def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate():
