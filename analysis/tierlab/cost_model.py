@@ -50,6 +50,8 @@ MODEL_LIBRARY = EMULATOR.with_name("libtierlab-model.so")
 DEVICE_SPAN_BYTES = 1 << 48
 # a query reading more tables than this has too many splits between the tiers to replay each
 MAX_TABLES_READ = 10
+# model_replay's arguments as this module passes them (emulator/src/replay.h, REPLAY_ABI)
+REPLAY_ABI = 2
 # the roles a request can be served by, as the device model's replay numbers them
 ROLES = ("fast", "capacity")
 # the replays of one query's splits and caches run side by side: the model releases the interpreter
@@ -79,6 +81,11 @@ def _library() -> ctypes.CDLL:
         raise DeviceProfileError(f"{MODEL_LIBRARY} is missing: build it with `make -C {EMULATOR.parent} "
                                  f"{MODEL_LIBRARY.name}` (it needs gcc and make)")
     library = ctypes.CDLL(str(MODEL_LIBRARY))
+    built = library.model_replay_abi() if hasattr(library, "model_replay_abi") else 1
+    if built != REPLAY_ABI:
+        raise DeviceProfileError(f"{MODEL_LIBRARY} was built from other sources than this tierlab's (replay ABI "
+                                 f"{built}, this tierlab calls {REPLAY_ABI}): rebuild it with "
+                                 f"`make -C {EMULATOR.parent} {MODEL_LIBRARY.name}`")
     array = np.ctypeslib.ndpointer
     library.model_replay.argtypes = [
         ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint, ctypes.c_size_t, array(np.uint64, flags="C"),

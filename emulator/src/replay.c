@@ -7,6 +7,11 @@
 #include "model.h"
 #include "profile.h"
 
+unsigned model_replay_abi(void)
+{
+	return REPLAY_ABI;
+}
+
 int model_replay(const char *const *profile_paths, unsigned roles, size_t n, const uint64_t *at_ns,
 		 const uint8_t *write, const uint64_t *offset, const uint64_t *length, const uint8_t *role,
 		 const float *share, double *io_ns, char *err, size_t err_len)

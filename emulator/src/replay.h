@@ -8,6 +8,12 @@
 #include <stdint.h>
 
 #define REPLAY_MAX_ROLES 8
+/* Raised whenever model_replay's arguments change, so that a caller can
+ * refuse a library built from older sources instead of passing it arrays it
+ * reads otherwise. */
+#define REPLAY_ABI 2
+
+unsigned model_replay_abi(void);
 
 /* Submits requests 0..n-1 in order, each to the model of its role (a fresh
  * model per role, on the profile file of that index), and adds each

@@ -182,7 +182,7 @@ def test_the_shares_agree_with_a_brute_force_integral_when_hundreds_are_in_fligh
     flying = np.searchsorted(np.sort(start), middle) - np.searchsorted(np.sort(end), middle)
     assert flying.max() > 300
     step = np.diff(times) / np.maximum(flying, 1)
-    expected = [step[(middle > s) & (middle < e)].sum() / (e - s) if e > s else 1.0 for s, e in zip(start, end)]
+    expected = [step[(middle > s) & (middle < e)].sum() / (e - s) if e > s else 1.0 for s, e in zip(start, end, strict=True)]
     assert cost_model._shares(start, latency.astype(np.float32)) == pytest.approx(expected, rel=1e-5)
 
 
@@ -254,3 +254,17 @@ def test_a_page_size_that_is_not_a_power_of_two_is_refused_by_the_cache_simulati
     said = "a page of 12288 bytes; the cache simulation takes pages of a power of two"
     with pytest.raises(cost_model.StudyInputError, match=said):
         cost_model.cache_hits(of(page_reads([1, 2])), 12288, 4 * 12288, "lru")
+
+
+def test_a_model_library_built_from_older_sources_is_refused_with_how_to_rebuild_it(tmp_path, monkeypatch):
+    source = tmp_path / "replay.c"
+    source.write_text("int model_replay(void) { return 0; }\n")
+    library = tmp_path / "libtierlab-model.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    monkeypatch.setattr(cost_model, "MODEL_LIBRARY", library)
+    cost_model._library.cache_clear()
+    try:
+        with pytest.raises(cost_model.DeviceProfileError, match=r"replay ABI 1, this tierlab calls 2\): rebuild it with"):
+            cost_model._library()
+    finally:
+        cost_model._library.cache_clear()
