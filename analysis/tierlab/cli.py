@@ -558,8 +558,9 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=_advise)
 
     p = sub.add_parser("validate", help="a study's layouts, or caches, as measured against what recommend predicts "
-                                       "for them from each of its runs: Spearman's rank correlation and the regret; "
-                                       "the cache's time and hit share")
+                                       "for them from each of its runs: Spearman's rank correlation and the regret "
+                                       "(beside repeat_spearman, the measured ranking's own reproducibility); the "
+                                       "cache's time and hit share")
     p.add_argument("study_dir", metavar="STUDY_DIR")
     p.add_argument("--profiles", help="device profiles of the tiers, fast=P,capacity=P (default: the runs' own)")
     p.set_defaults(func=_validate)

@@ -142,7 +142,7 @@ class Window:
     and replayed under every split and cache: dispatch times in the model's clock (ns) from the window's
     first request, offsets apart per traced device, each request's table (an index into tables, -1 for
     `other`), the role of the tier it was traced on (an index into ROLES) and its share of the traced time
-    in flight (_shares). About 34 bytes a request."""
+    in flight (_shares). About 32 bytes a request."""
     at_ns: np.ndarray
     writes: np.ndarray
     offset_bytes: np.ndarray
@@ -228,12 +228,13 @@ class Window:
 @numba.njit(cache=True, nogil=True)
 def _shares(start, latency):
     """Each request's share of the time it was in flight (start: dispatch times, sorted; latency: in the same
-    unit, NaN for none seen, taken as 0): the mean over its time in flight of 1/k, k the requests in flight
-    then, itself included; 1 for a request of no duration. The shares of requests overlapping in time add up
-    to the time any of them was in flight, so a request waited for alone counts whole and each of k requests
-    in flight together a k-th. Dispatches and completions are swept in time order, integrating 1/k; the
-    requests in flight wait in a binary heap by completion, with the integral at their dispatch, so that
-    memory follows the depth, not the window."""
+    unit): the mean over its time in flight of 1/k, k the requests in flight then, itself included; for a
+    request of no duration, 1/k at its dispatch. The shares of requests overlapping in time add up to the time
+    any of them was in flight, so a request waited for alone counts whole and each of k requests in flight
+    together a k-th. A request whose completion was not seen (NaN latency: a time jump) gets 0 and is not in
+    flight, as the query's I/O time leaves it out (metrics.InFlight). Dispatches and completions are swept in
+    time order, integrating 1/k; the requests in flight wait in a binary heap by completion, with the
+    integral at their dispatch, so that memory follows the depth, not the window."""
     share = np.ones(len(start), dtype=np.float32)
     ends = np.empty(64)
     opened = np.empty(64)
@@ -250,8 +251,8 @@ def _shares(start, latency):
             last = ends[0]
             done = request[0]
             duration = ends[0] - start[done]
-            if duration > 0:
-                share[done] = (integral - opened[0]) / duration
+            # a latency too small to move a dispatch time's float counts as no duration
+            share[done] = (integral - opened[0]) / duration if duration > 0 else 1.0 / flying
             flying -= 1
             _sift_down(ends, opened, request, flying)
         if r == len(start):
@@ -259,10 +260,13 @@ def _shares(start, latency):
         if flying > 0:
             integral += (now - last) / flying
         last = now
+        if np.isnan(latency[r]) or latency[r] <= 0:
+            share[r] = 0.0 if np.isnan(latency[r]) else 1.0 / (flying + 1)
+            continue
         if flying == len(ends):
             ends, opened, request = (np.concatenate((ends, ends)), np.concatenate((opened, opened)),
                                      np.concatenate((request, request)))
-        ends[flying] = now + (0.0 if np.isnan(latency[r]) else latency[r])
+        ends[flying] = now + latency[r]
         opened[flying] = integral
         request[flying] = r
         _sift_up(ends, opened, request, flying)

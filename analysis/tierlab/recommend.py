@@ -76,9 +76,10 @@ def validation(predicted: dict[str, float], measured: dict[str, float]) -> dict:
 
 
 def repeat_spearman(runs: dict[str, list[float]]) -> float:
-    """How well the measurement ranks the layouts against itself, the most a prediction's Spearman can be
-    expected to reach: each repetition's times (the k-th run of every layout) ranked against the median of
-    the other runs of each layout, the median of those Spearmans. NaN unless every layout ran at least twice."""
+    """How reproducible the measured ranking of the layouts is, a guide to the noise a prediction's Spearman
+    is measured against: each repetition's times (the k-th run of every layout) ranked against the median of
+    the other runs of each layout, the median of those Spearmans (a repetition whose times are all equal has
+    none). NaN unless at least two layouts ran at least twice each."""
     repetitions = min(len(times) for times in runs.values())
     if repetitions < 2 or len(runs) < 2:
         return float("nan")
@@ -88,7 +89,8 @@ def repeat_spearman(runs: dict[str, list[float]]) -> float:
         ranks = pd.DataFrame({"one": [runs[layout][k] for layout in layouts],
                               "others": [float(np.median(runs[layout][:k] + runs[layout][k + 1:])) for layout in layouts]}).rank()
         correlations.append(ranks["one"].corr(ranks["others"]))
-    return float(np.median(correlations))
+    correlations = [c for c in correlations if not np.isnan(c)]
+    return float(np.median(correlations)) if correlations else float("nan")
 
 
 def capacity_curve(predicted: pd.DataFrame) -> pd.DataFrame:

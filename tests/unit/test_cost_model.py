@@ -161,29 +161,62 @@ def test_the_in_process_replay_gives_the_latencies_tierlab_emu_simulate_gives_ea
 
 
 def test_a_request_s_share_is_its_part_of_the_time_in_flight():
-    # a: 0-10 us, b: 5-15 us (the two in flight over 5-10 us), c: 20-30 us alone, d: at 40 us, of no duration
-    requests = window([(t, "a", "R", 8 * i, 8) for i, t in enumerate([0.0, 5e-6, 20e-6, 40e-6])],
-                      latency_us=[10.0, 10.0, 10.0, 0.0])
+    # a: 0-10 us, b: 5-15 us (the two in flight over 5-10 us), c: 20-30 us alone, d: at 40 us, of no duration;
+    # e: at 6 us, its completion not seen
+    requests = window([(t, "a", "R", 8 * i, 8) for i, t in enumerate([0.0, 5e-6, 6e-6, 20e-6, 40e-6])],
+                      latency_us=[10.0, 10.0, np.nan, 10.0, 0.0])
     share = of(requests).share
-    assert share.tolist() == pytest.approx([0.75, 0.75, 1.0, 1.0])
+    assert share.tolist() == pytest.approx([0.75, 0.75, 0.0, 1.0, 1.0])
     # the shares of a run's latencies add up to its time with a request in flight
-    assert float((share * [10.0, 10.0, 10.0, 0.0]).sum()) == pytest.approx(25.0)
+    assert float((share[[0, 1, 3]] * 10.0).sum()) == pytest.approx(25.0)
 
 
-def test_the_shares_agree_with_a_brute_force_integral_when_hundreds_are_in_flight():
+def test_a_request_of_no_duration_gets_its_part_of_the_instant_it_was_dispatched_at():
+    # a: 0-10 us; b at 5 us and c at 10 us, both of no duration: b beside a, c after a's completion
+    requests = window([(t, "a", "R", 8 * i, 8) for i, t in enumerate([0.0, 5e-6, 10e-6])], latency_us=[10.0, 0.0, 0.0])
+    assert of(requests).share.tolist() == [1.0, 0.5, 1.0]
+
+
+def brute_force_shares(start: np.ndarray, latency: np.ndarray) -> list[float]:
+    """_shares by its definition: 1/k on each stretch between two events, k counted at the stretch's middle
+    (requests without a completion never in flight); a request of no duration 1/k at its dispatch, with the
+    requests dispatched before it and still in flight."""
+    timed = ~np.isnan(latency) & (latency > 0)
+    end = start + np.nan_to_num(latency)
+    times = np.unique(np.concatenate([start[timed], end[timed]]))
+    middle = (times[:-1] + times[1:]) / 2
+    flying = np.searchsorted(np.sort(start[timed]), middle) - np.searchsorted(np.sort(end[timed]), middle)
+    step = np.diff(times) / np.maximum(flying, 1)
+    shares = []
+    for r, (s, e) in enumerate(zip(start, end, strict=True)):
+        if np.isnan(latency[r]):
+            shares.append(0.0)
+        elif e > s:
+            shares.append(step[(middle > s) & (middle < e)].sum() / (e - s))
+        else:
+            shares.append(1.0 / (1 + int((timed[:r] & (end[:r] > s)).sum())))
+    return shares
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_the_shares_agree_with_a_brute_force_integral_when_hundreds_are_in_flight(ties):
     rng = np.random.default_rng(3)
     start = np.sort(rng.uniform(0, 2000, 3000))
     latency = rng.uniform(0, 400, 3000)
+    if ties:
+        # whole microseconds: dispatches and completions at the same instants
+        start, latency = np.floor(start), np.floor(latency)
     latency[::50], latency[1::50] = np.nan, 0.0
-    end = start + np.nan_to_num(latency)
-    # 1/k on each stretch between two events, k counted at its midpoint
-    times = np.unique(np.concatenate([start, end]))
-    middle = (times[:-1] + times[1:]) / 2
-    flying = np.searchsorted(np.sort(start), middle) - np.searchsorted(np.sort(end), middle)
-    assert flying.max() > 300
-    step = np.diff(times) / np.maximum(flying, 1)
-    expected = [step[(middle > s) & (middle < e)].sum() / (e - s) if e > s else 1.0 for s, e in zip(start, end, strict=True)]
-    assert cost_model._shares(start, latency.astype(np.float32)) == pytest.approx(expected, rel=1e-5)
+    shares = cost_model._shares(start, latency.astype(np.float32))
+    assert shares == pytest.approx(brute_force_shares(start, latency), rel=1e-5)
+    # the shares of the requests with a latency add up to the time one was in flight
+    timed = ~np.isnan(latency) & (latency > 0)
+    intervals = sorted(zip(start[timed], start[timed] + latency[timed], strict=True))
+    busy, reach = 0.0, -np.inf
+    for s, e in intervals:
+        busy += max(0.0, e - max(s, reach))
+        reach = max(reach, e)
+    assert float((shares[timed] * latency[timed]).sum()) == pytest.approx(busy, rel=1e-5)
 
 
 def test_a_request_waited_for_alone_weighs_its_whole_latency_and_one_of_four_in_flight_together_a_quarter():
@@ -234,10 +267,11 @@ def test_a_bad_simulated_cache_is_refused_with_what_is_allowed(given, said):
     assert said in done.stderr
 
 
-def test_a_window_read_in_chunks_is_the_window_read_whole():
+@pytest.mark.parametrize("order", [[0, 1, 2], [2, 0, 1]])
+def test_a_window_read_in_chunks_is_the_window_read_whole(order):
     requests = random_window(5, 3000).assign(object=np.where(np.arange(3000) % 3 == 0, "other", "a"))
     chunks = [requests[:1000], requests[1000:2500], requests[2500:]]
-    whole, chunked = of(requests), cost_model.Window.of(chunks, TIER_ROLES, 1.0)
+    whole, chunked = of(requests), cost_model.Window.of([chunks[i] for i in order], TIER_ROLES, 1.0)
     assert chunked.tables == whole.tables == ["a"]
     for name in ("at_ns", "writes", "offset_bytes", "length_bytes", "sequential", "table", "traced", "share"):
         assert getattr(chunked, name).tolist() == getattr(whole, name).tolist(), name
@@ -256,15 +290,18 @@ def test_a_page_size_that_is_not_a_power_of_two_is_refused_by_the_cache_simulati
         cost_model.cache_hits(of(page_reads([1, 2])), 12288, 4 * 12288, "lru")
 
 
-def test_a_model_library_built_from_older_sources_is_refused_with_how_to_rebuild_it(tmp_path, monkeypatch):
-    source = tmp_path / "replay.c"
-    source.write_text("int model_replay(void) { return 0; }\n")
+@pytest.mark.parametrize(("source", "built"), [
+    ("int model_replay(void) { return 0; }\n", 1),
+    ("int model_replay(void) { return 0; }\nunsigned model_replay_abi(void) { return 3; }\n", 3)])
+def test_a_model_library_built_from_other_sources_is_refused_with_how_to_rebuild_it(tmp_path, monkeypatch, source,
+                                                                                     built):
+    (tmp_path / "replay.c").write_text(source)
     library = tmp_path / "libtierlab-model.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "replay.c")], check=True)
     monkeypatch.setattr(cost_model, "MODEL_LIBRARY", library)
     cost_model._library.cache_clear()
     try:
-        with pytest.raises(cost_model.DeviceProfileError, match=r"replay ABI 1, this tierlab calls 2\): rebuild it with"):
+        with pytest.raises(cost_model.DeviceProfileError, match=rf"replay ABI {built}, this tierlab calls 2\): rebuild it with"):
             cost_model._library()
     finally:
         cost_model._library.cache_clear()

@@ -74,8 +74,14 @@ def test_the_repeat_spearman_ranks_each_repetition_against_the_median_of_the_oth
     assert recommend.repeat_spearman(runs) == pytest.approx(0.8)
 
 
-def test_the_repeat_spearman_needs_every_layout_twice():
+def test_the_repeat_spearman_needs_every_layout_twice_and_two_layouts():
     assert math.isnan(recommend.repeat_spearman({"None": [48.6, 48.0], "O": [35.1]}))
+    assert math.isnan(recommend.repeat_spearman({"None": [48.6, 48.0]}))
+
+
+def test_a_repetition_whose_times_are_all_equal_ranks_nothing():
+    # the second repetition ran both in 30 s: the other two, which rank alike, decide
+    assert recommend.repeat_spearman({"None": [48.6, 30.0, 48.0], "O": [35.1, 30.0, 35.0]}) == pytest.approx(1.0)
 
 
 def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate():
