@@ -229,10 +229,16 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
         sink.flush()
         child = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True, env={**os.environ, **ANSIBLE_ENV})
+        # this attempt's failures: the log holds the point's earlier attempts too
+        fatal, errors = [], []
         for line in child.stdout:
             sink.write(line)
             if (shown := PROGRESS_LINE.match(line)) is not None:
                 say(f"    {shown[1]}")
+            if "fatal:" in line:
+                fatal.append(line.strip())
+            elif line.startswith("[ERROR]:"):
+                errors.append(line.strip())
         returncode = child.wait()
     new = sorted(_run_dirs(study_dir, host) - before)
     run_id = resume_run or (new[0] if len(new) == 1 else None)
@@ -240,8 +246,7 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
     if returncode != 0 and status == "ok":
         status = "failed"
     if status != "ok" and not error:
-        fatal = [line.strip() for line in log.read_text().splitlines() if "fatal:" in line]
-        error = fatal[-1] if fatal else f"ansible-playbook exited with {returncode}"
+        error = (fatal or errors or [f"ansible-playbook exited with {returncode}"])[-1]
     if error:
         error += f" (log: {log})"
     return {**point, "host": host, "run_id": run_id, "status": status, "error": error,

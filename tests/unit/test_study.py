@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from tierlab import study
 from tierlab.errors import RunDirError, StudyInputError
 from tierlab.study import fastest, inventory_hosts, points, read_study, read_study_record, run_study
 
@@ -171,3 +172,20 @@ def test_fastest_names_no_cache_the_default_of_a_study_of_caches(tmp_path):
     assert fastest(study, record, side).to_dict("records") == [
         {"query": "q16", "engine": "mariadb", "fastest fast_cache": "64M", "fastest_s": 8.0, "default fast_cache": "none",
          "default_s": 20.0, "default_over_fastest": 2.5}]
+
+
+def test_a_failed_point_s_error_is_this_attempt_s_not_an_earlier_one_s_in_its_log(tmp_path, monkeypatch):
+    # the point's first attempt failed bringing the tiers up; its resumed run is interrupted
+    run_dir = tmp_path / "20261126T184210Z_mariadb_ssb-sf1_None"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps({"status": "partial"}))
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "point-009.log").write_text('fatal: [localhost]: FAILED! => {"msg": "Bring the tiers up"}\n')
+    playbook = tmp_path / "ansible-playbook"
+    playbook.write_text("#!/bin/sh\necho 'TASK [datagen : Keep the list]'\necho '[ERROR]: User interrupted execution'\nexit 99\n")
+    playbook.chmod(0o755)
+    monkeypatch.setattr(study, "ANSIBLE_PLAYBOOK", playbook)
+    point = {"point": 9, "repetition": 1, "variables": {"layout": "None"}}
+    result = study.run_point({"workload": "ssb"}, point, tmp_path, "localhost", None, run_dir.name, {}, print)
+    assert (result["status"], result["run_id"]) == ("partial", run_dir.name)
+    assert result["error"] == f"[ERROR]: User interrupted execution (log: {tmp_path / 'logs' / 'point-009.log'})"
