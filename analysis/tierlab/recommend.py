@@ -61,16 +61,21 @@ def predict_layouts(queries: list[TracedQuery], layouts: pd.DataFrame, workload:
         "predicted_s": [sum(q.weight * q.predict_s(q.io_us(p)) for q in queries) for p in placements]})
 
 
+def _spearman(x: list[float], y: list[float]) -> float:
+    """Spearman's rank correlation: the correlation of the two lists' ranks, ties averaged."""
+    ranks = pd.DataFrame({"x": x, "y": y}).rank()
+    return float(ranks["x"].corr(ranks["y"]))
+
+
 def validation(predicted: dict[str, float], measured: dict[str, float]) -> dict:
     """How layouts' predicted times rank against their measured ones: Spearman's rank correlation over the
     measured layouts (the correlation of their ranks, ties averaged), the layout predicted fastest and the one
     measured fastest, and the regret: how much longer the predicted fastest ran than the measured fastest, %."""
     layouts = sorted(measured)
-    ranks = pd.DataFrame({"predicted": [predicted[layout] for layout in layouts],
-                          "measured": [measured[layout] for layout in layouts]}).rank()
     chosen, best = min(layouts, key=predicted.__getitem__), min(layouts, key=measured.__getitem__)
     return {"layouts": len(layouts),
-            "spearman": float(ranks["predicted"].corr(ranks["measured"])) if len(layouts) > 1 else float("nan"),
+            "spearman": _spearman([predicted[layout] for layout in layouts], [measured[layout] for layout in layouts])
+            if len(layouts) > 1 else float("nan"),
             "predicted_fastest": chosen, "measured_fastest": best,
             "regret_pct": 100.0 * (measured[chosen] / measured[best] - 1.0)}
 
@@ -84,11 +89,9 @@ def repeat_spearman(runs: dict[str, list[float]]) -> float:
     if repetitions < 2 or len(runs) < 2:
         return float("nan")
     layouts = sorted(runs)
-    correlations = []
-    for k in range(repetitions):
-        ranks = pd.DataFrame({"one": [runs[layout][k] for layout in layouts],
-                              "others": [float(np.median(runs[layout][:k] + runs[layout][k + 1:])) for layout in layouts]}).rank()
-        correlations.append(ranks["one"].corr(ranks["others"]))
+    correlations = [_spearman([runs[layout][k] for layout in layouts],
+                              [float(np.median(runs[layout][:k] + runs[layout][k + 1:])) for layout in layouts])
+                    for k in range(repetitions)]
     correlations = [c for c in correlations if not np.isnan(c)]
     return float(np.median(correlations)) if correlations else float("nan")
 
