@@ -380,17 +380,19 @@ def _validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, 
         for run_dir, m in runs:
             for row in done[run_dir]:
                 measured.setdefault(row["query"], {}).setdefault(m["layout"]["name"], []).append(row["elapsed_s"])
+        medians = {name: {layout: statistics.median(seconds) for layout, seconds in by_layout.items()}
+                   for name, by_layout in measured.items()}
+        reproducibility = {name: recommend.repeat_spearman(by_layout) for name, by_layout in measured.items()}
         profiles = _profiles(profiles_text, runs[0][1]["tiers"], scratch)
         for run_dir, m in runs:
             for row in done[run_dir]:
                 _, query = _traced_query(run_dir, m, row, profiles)
-                times = {layout: statistics.median(seconds) for layout, seconds in measured[row["query"]].items()}
+                times = medians[row["query"]]
                 predicted = {layout: query.predict_s(query.io_us(parse_layout(layout, m["workload"]["name"])))
                              for layout in times}
                 rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],
                              "traced_layout": m["layout"]["name"], "run_id": m["run_id"],
-                             **recommend.validation(predicted, times),
-                             "repeat_spearman": recommend.repeat_spearman(measured[row["query"]])})
+                             **recommend.validation(predicted, times), "repeat_spearman": reproducibility[row["query"]]})
     return pd.DataFrame(rows)
 
 
