@@ -28,6 +28,11 @@ ENGINE_PAGE_SIZES = {"mariadb": tuple(PAGE_SIZES), "mysql": tuple(PAGE_SIZES), "
 # work_mem their own memory peaked at 16 MiB here (sampled every 2 s); the rest leaves room for the
 # sorts and hashes of larger scale factors, and serves as page cache while they do not need it.
 POSTGRESQL_PROCESS_BYTES = 64 << 20
+# Each further server process a run keeps busy at once (another subquery's or a co-running query's
+# connection, a parallel worker) is allowed this much more: SSB Q2.1's hash plan split into 16 subqueries
+# (SF 1) held 14.2 MiB of its own in each of them, and 16 of them in the 64 MiB the server had then were
+# killed by the memory group.
+POSTGRESQL_BACKEND_BYTES = 24 << 20
 FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 # the flush methods that write InnoDB's data files through the page cache
 BUFFERED_FLUSH_METHODS = ("fsync", "O_DSYNC")
@@ -442,10 +447,26 @@ def buffer_pool_bytes(study: dict) -> int:
     return max(256 * study["page_size_bytes"], 8 << 20, _cache_bytes(study["buffer_pool"], study))
 
 
+def connections(study: dict) -> int:
+    """The connections a run's workload holds open at once: sysbench's threads, or a query's subqueries
+    (one when it is not split) and the co-running query's."""
+    if study["threads"] is not None:
+        return study["threads"]
+    return (study["subqueries"] or 1) + (study["corun"] not in (None, "none"))
+
+
+def busy_postgresql_processes(study: dict) -> int:
+    """The server processes a PostgreSQL run keeps busy at once: one per connection, and the parallel workers
+    their plans may start (max_parallel_workers at most)."""
+    workers = min(connections(study) * study["parallel_workers"], max(study["parallel_workers"], 8))
+    return connections(study) + workers
+
+
 def memory_limit_bytes(study: dict) -> int:
     """The memory bound of a PostgreSQL server's processes: shared_buffers, the page cache it may
-    keep (os_cache) and its processes' own memory."""
-    return buffer_pool_bytes(study) + _cache_bytes(study["os_cache"], study) + POSTGRESQL_PROCESS_BYTES
+    keep (os_cache) and its processes' own memory, more for each further process it keeps busy."""
+    return (buffer_pool_bytes(study) + _cache_bytes(study["os_cache"], study) + POSTGRESQL_PROCESS_BYTES
+            + (busy_postgresql_processes(study) - 1) * POSTGRESQL_BACKEND_BYTES)
 
 
 TIER_EMULATIONS = ("model", "throttle", "none")

@@ -5,6 +5,7 @@ from ansible.errors import AnsibleFilterError
 from tierlab.errors import StudyInputError
 from tierlab.study_vars import (
     buffer_pool_bytes,
+    connections,
     memory_limit_bytes,
     parse_bytes,
     resume_conflicts,
@@ -59,6 +60,10 @@ def tierlab_memory_limit_bytes(study):
     return memory_limit_bytes(study)
 
 
+def tierlab_connections(study):
+    return connections(study)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -69,4 +74,5 @@ class FilterModule:
             "tierlab_bytes": tierlab_bytes,
             "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
             "tierlab_memory_limit_bytes": tierlab_memory_limit_bytes,
+            "tierlab_connections": tierlab_connections,
         }

@@ -8,7 +8,7 @@ import pytest
 from answers import read_answer, same_answer
 
 import tierlab
-from tierlab.study_vars import POSTGRESQL_PROCESS_BYTES
+from tierlab.study_vars import POSTGRESQL_BACKEND_BYTES, POSTGRESQL_PROCESS_BYTES
 from tierlab.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +111,9 @@ def test_the_server_runs_inside_its_memory_bound(study, postgresql_runs):
     manifest = json.loads((postgresql_runs["L"] / "manifest.json").read_text())
     shared_buffers = manifest["engine"]["settings"]["shared_buffers"]
     assert shared_buffers.endswith("MB")
+    # os_cache's 64 MiB, and the two parallel workers of parallel_workers=2 beside the query's connection
     assert manifest["engine"]["memory_limit_bytes"] == (int(shared_buffers[:-2]) << 20) + (64 << 20) + \
-        POSTGRESQL_PROCESS_BYTES
+        POSTGRESQL_PROCESS_BYTES + 2 * POSTGRESQL_BACKEND_BYTES
     group = Path("/sys/fs/cgroup/memory", f"{Path(study.root).name}-postgresql-8k")
     assert int((group / "memory.limit_in_bytes").read_text()) == manifest["engine"]["memory_limit_bytes"]
     (server,) = [e for e in json.loads(Path(study.root, "state", "created.json").read_text())

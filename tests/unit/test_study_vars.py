@@ -9,6 +9,7 @@ from tierlab.study_vars import (
     FAST_CACHE_POLICIES,
     buffer_pool_bytes,
     check_fit,
+    connections,
     memory_limit_bytes,
     resume_conflicts,
     validate,
@@ -185,8 +186,28 @@ def test_a_page_cost_must_be_a_positive_number(value):
 
 
 def test_postgresql_s_memory_bound_is_shared_buffers_and_os_cache_and_its_processes_memory():
-    settings = study(engine="postgresql", buffer_pool="256M", os_cache="128M")
+    settings = study(engine="postgresql", buffer_pool="256M", os_cache="128M", parallel_workers="0")
     assert memory_limit_bytes(settings) == (256 << 20) + (128 << 20) + (64 << 20)
+
+
+def test_postgresql_s_memory_bound_allows_24_mib_more_for_each_further_busy_process():
+    def bound(**changes):
+        settings = study(engine="postgresql", buffer_pool="256M", os_cache="128M", **changes)
+        return (memory_limit_bytes(settings) - (256 << 20) - (128 << 20) - (64 << 20)) >> 20
+
+    assert bound(parallel_workers="2") == 2 * 24
+    assert bound(parallel_workers="0", corun="1") == 24
+    assert bound(workload="ssb", layout="LO", parallel_workers="0", subqueries="16") == 15 * 24
+    # the subqueries' workers are bounded by max_parallel_workers (the parallel workers, 8 at the least)
+    assert bound(workload="ssb", layout="LO", parallel_workers="2", subqueries="16") == (15 + 8) * 24
+    assert bound(workload="sysbench", layout="None", scale_factor="", parallel_workers="0", threads="8") == 7 * 24
+
+
+def test_a_run_s_connections_are_sysbench_s_threads_or_its_subqueries_and_co_runner():
+    assert connections(study()) == 1
+    assert connections(study(corun="6")) == 2
+    assert connections(study(workload="ssb", layout="LO", subqueries="16", corun="1.1")) == 17
+    assert connections(sysbench(threads="64")) == 64
 
 
 def test_layout_that_does_not_fit_shows_the_sizes():
