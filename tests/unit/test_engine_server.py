@@ -1,11 +1,22 @@
-"""Starting a database server: what is refused before it is started."""
+"""Starting a database server: what is refused before it is started; stopping one that does not stop."""
 
+import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 
+from tierlab_host import record
 from tierlab_host.engines import server
-from tierlab_host.system import HostError
+from tierlab_host.system import HostError, cmdline
+
+# a server that ignores PostgreSQL's fast and immediate shutdown, and says so once it does
+DEAF_SERVER = ("import signal, time\n"
+               "for number in (signal.SIGINT, signal.SIGQUIT):\n"
+               "    signal.signal(number, signal.SIG_IGN)\n"
+               "print('ready', flush=True)\n"
+               "time.sleep(60)\n")
 
 
 def test_a_port_another_process_listens_on_is_refused_with_the_variables_that_choose_it():
@@ -24,3 +35,38 @@ def test_a_port_nothing_listens_on_is_free():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server.require_free_port("postgresql-8k", port)
+
+
+def test_a_server_deaf_to_its_stop_signals_is_killed_and_so_are_the_children_left_in_its_group(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
+    monkeypatch.setattr(server, "STOP_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(server, "ESCALATE_TIMEOUT_S", 0.3)
+    marker = f"--config-file={tmp_path}/postgresql.conf"
+    postmaster = subprocess.Popen([sys.executable, "-c", DEAF_SERVER, marker], stdout=subprocess.PIPE, text=True)
+    assert postmaster.stdout.readline() == "ready\n"
+    backend = subprocess.Popen(["sleep", "60"])
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text(f"{backend.pid}\n")
+    entry = {"kind": "process", "instance": "postgresql-8k", "engine": "postgresql", "pid": postmaster.pid,
+             "marker": marker, "groups": [str(procs)]}
+    record.add(**entry)
+    assert server.stop_recorded(entry) is True
+    assert (cmdline(postmaster.pid), cmdline(backend.pid)) == ([], [])
+    assert record.entries() == []
+
+
+def test_a_recorded_server_whose_pid_runs_another_program_now_is_not_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
+    other = subprocess.Popen(["sleep", "60"])
+    entry = {"kind": "process", "instance": "mariadb-16k", "engine": "mariadb", "pid": other.pid,
+             "marker": "--defaults-file=/x/my.cnf", "groups": []}
+    record.add(**entry)
+    try:
+        assert server.stop_recorded(entry) is False
+        assert other.poll() is None
+        assert record.entries() == []
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()

@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import emulator, subqueries, sysbench, trace
+from . import emulator, record, subqueries, sysbench, trace
 from .engines import engine
 from .extents import map_files
-from .system import HostError, device_of_path
+from .system import HostError, cmdline, device_of_path, wait_gone
 
 # the client is given this long beyond the server-side limit before it is killed
 CLIENT_GRACE_S = 60
@@ -97,6 +97,10 @@ def _cold_restart(db) -> None:
     db.stop()
     drop_os_caches()
     db.start()
+
+
+# the time a query loop gets to end cleanly when teardown stops it (its clients killed at once)
+STOP_WAIT_S = 60
 
 
 class Stopped(HostError):
@@ -432,7 +436,24 @@ def _run_locked(spec: dict, raw: Path) -> dict:
 
 def main(spec_file: str) -> None:
     STOP.install()
-    print(json.dumps(run_queries(json.loads(Path(spec_file).read_text()))))
+    # recorded while it runs, so that teardown can stop a loop a stopped playbook left running
+    entry = {"kind": "query_loop", "pid": os.getpid(), "marker": spec_file}
+    record.add(**entry)
+    try:
+        print(json.dumps(run_queries(json.loads(Path(spec_file).read_text()))))
+    finally:
+        record.remove(entry)
+
+
+def stop_recorded(entry: dict) -> None:
+    """Stop a recorded query loop that still runs (its command line names its spec), as a user's SIGTERM does:
+    its clients killed, its tracing instance removed; killed if it has not ended within STOP_WAIT_S."""
+    if entry["marker"] in cmdline(entry["pid"]):
+        os.kill(entry["pid"], signal.SIGTERM)
+        if not wait_gone(entry["pid"], STOP_WAIT_S):
+            os.kill(entry["pid"], signal.SIGKILL)
+            wait_gone(entry["pid"], 10)
+    record.remove(entry)
 
 
 def main_plan(spec_file: str) -> None:

@@ -88,24 +88,27 @@ def ftrace_dev(device: str) -> int:
 def cmdline(pid: int) -> list[str]:
     """A live process's arguments; [] for a process that is gone or a zombie."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
         return []
+    # a zombie's is empty
+    return arguments.decode().split("\0") if arguments else []
 
 
 def wait_gone(pid: int, timeout_s: float) -> bool:
     """Wait for a process to end (reaping it when it is our child); False on timeout."""
     deadline = time.monotonic() + timeout_s
-    while cmdline(pid):
+    while True:
         try:
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
                 return True
         except ChildProcessError:
             pass
+        if not cmdline(pid):
+            return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-    return True
 
 
 def set_knob(path: Path, value: int, changes: list[str]) -> None:

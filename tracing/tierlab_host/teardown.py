@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from . import emulator, record, trace
+from . import emulator, record, runner, trace
 from .engines import stop_recorded
 from .system import mounted, run
 from .tiers import loop_for
@@ -14,6 +14,10 @@ def down() -> dict:
     # a hung emulator would hold every unmount of its tier's file system
     emulator.abort_hung()
     removed = []
+    # a query loop a stopped playbook left running reads the tracing instance and uses the servers: it ends first
+    for entry in record.entries("query_loop"):
+        runner.stop_recorded(entry)
+        removed.append(entry)
     for entry in reversed(record.entries()):
         kind = entry["kind"]
         if kind == "process":

@@ -8,6 +8,7 @@ still carries that argument, so a process tierlab did not start is never
 touched.
 """
 
+import contextlib
 import os
 import pwd
 import signal
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from .. import record
 from ..system import HostError, cmdline, wait_gone
@@ -66,7 +68,9 @@ def start(instance: str, engine: str, argv: list[str], marker: str, log_file: st
     for procs in cgroups:
         with open(procs, "w") as f:
             f.write(f"{proc.pid}\n")
-    entry = {"kind": "process", "instance": instance, "engine": engine, "pid": proc.pid, "marker": marker}
+    # the groups of its own hold its children too: stop finds there what a killed server left running
+    entry = {"kind": "process", "instance": instance, "engine": engine, "pid": proc.pid, "marker": marker,
+             "groups": list(cgroups)}
     record.add(**entry)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready():
@@ -79,19 +83,41 @@ def start(instance: str, engine: str, argv: list[str], marker: str, log_file: st
     return {"changed": True, "pid": proc.pid}
 
 
-# the signal each engine's server takes as "shut down cleanly now" (PostgreSQL: fast shutdown)
-STOP_SIGNALS = {"mariadb": signal.SIGTERM, "mysql": signal.SIGTERM, "postgresql": signal.SIGINT}
+# the signals that shut each engine's server down, cleanly first (PostgreSQL: fast, then immediate shutdown)
+STOP_SIGNALS = {"mariadb": (signal.SIGTERM,), "mysql": (signal.SIGTERM,),
+                "postgresql": (signal.SIGINT, signal.SIGQUIT)}
+# the time a server gets to act on each further signal
+ESCALATE_TIMEOUT_S = 30
+
+
+def _left_in_groups(entry: dict) -> list[int]:
+    """The processes still in the server's groups of its own: its children, when it was killed before them."""
+    pids = []
+    # a record written before the groups were kept has none
+    for procs in entry.get("groups", []):
+        if Path(procs).exists():
+            pids += [int(pid) for pid in Path(procs).read_text().split()]
+    return pids
 
 
 def stop_recorded(entry: dict) -> bool:
-    """Stop one recorded server; True if it was running."""
+    """Stop one recorded server, and what of it is left in its groups; True if it was running. A server that
+    does not end on its engine's signals is killed, and so are its children, which would otherwise run on
+    (PostgreSQL's backends go on with their queries when the postmaster is killed)."""
     pid = entry["pid"]
     was_running = _is_ours(entry)
     if was_running:
-        os.kill(pid, STOP_SIGNALS[entry["engine"]])
-        if not wait_gone(pid, STOP_TIMEOUT_S) and _is_ours(entry):
+        for number, stop_signal in enumerate(STOP_SIGNALS[entry["engine"]]):
+            os.kill(pid, stop_signal)
+            if wait_gone(pid, STOP_TIMEOUT_S if number == 0 else ESCALATE_TIMEOUT_S) or not _is_ours(entry):
+                break
+        else:
             os.kill(pid, signal.SIGKILL)
             wait_gone(pid, 10)
+    for child in _left_in_groups(entry):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        wait_gone(child, 10)
     record.remove(entry)
     return was_running
 
