@@ -107,6 +107,28 @@ def test_a_bad_layout_fails_before_anything_is_touched(study, layout_runs):
     assert Path(study.root, "state", "created.json").read_text() == record
 
 
+def test_a_run_on_a_root_whose_query_loop_still_runs_is_refused_before_it_opens(study, layout_runs):
+    # what a playbook stopped while its queries ran leaves: its query loop running, and recorded
+    spec = str(Path(study.root, "runs", "20261126T221455Z_mariadb_tpch-sf0.01_None", "config", "run_spec.json"))
+    loop = subprocess.Popen(["sleep", "600", spec])
+    entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec}
+    record_file = Path(study.root, "state", "created.json")
+    record_file.write_text(json.dumps([*json.loads(record_file.read_text()), entry]))
+    before = study.run_ids()
+    try:
+        done = study.playbook("tpch.yml", check=False, layout="C+O")
+    finally:
+        loop.kill()
+        loop.wait()
+    assert done.returncode != 0
+    assert (f"the query loop of run 20261126T221455Z_mariadb_tpch-sf0.01_None (pid {loop.pid}) still runs on this "
+            "tierlab root") in done.stdout
+    assert study.run_ids() == before
+    # the next run lets the record of the loop that is gone go
+    study.playbook("tpch.yml", "--tags", "tiers")
+    assert entry not in json.loads(record_file.read_text())
+
+
 def test_a_layout_too_big_for_the_fast_tier_shows_the_sizes(study, layout_runs):
     done = study.playbook("tpch.yml", check=False, layout="ALL", scale_factor=10)
     assert done.returncode != 0

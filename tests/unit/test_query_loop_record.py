@@ -1,11 +1,14 @@
-"""A query loop left running by a stopped playbook: teardown stops it by its record, and only it."""
+"""A query loop left running by a stopped playbook: another run on its root is refused, and teardown stops it by
+its record, and only it."""
 
 import signal
 import subprocess
 import sys
 
+import pytest
+
 from tierlab_host import record, runner
-from tierlab_host.system import cmdline
+from tierlab_host.system import HostError, cmdline
 
 
 def use_record(tmp_path, monkeypatch) -> None:
@@ -38,3 +41,31 @@ def test_a_recorded_query_loop_whose_pid_runs_another_program_now_is_left_alone(
     finally:
         other.send_signal(signal.SIGKILL)
         other.wait()
+
+
+def test_a_root_whose_query_loop_runs_is_refused_with_its_run_named(tmp_path, monkeypatch):
+    use_record(tmp_path, monkeypatch)
+    spec = str(tmp_path / "runs" / "20261126T221455Z_postgresql_ssb-sf1_None" / "config" / "run_spec.json")
+    loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert loop.stdout.readline() == "ready\n"
+        record.add("query_loop", pid=loop.pid, marker=spec)
+        with pytest.raises(HostError) as err:
+            runner.require_root_free()
+        assert str(err.value) == (
+            f"the query loop of run 20261126T221455Z_postgresql_ssb-sf1_None (pid {loop.pid}) still runs on this "
+            "tierlab root; another run here would restart its servers and empty its caches under it: wait for it to "
+            "end (it logs to its raw/run.log), or stop it with playbooks/teardown.yml")
+    finally:
+        loop.kill()
+        loop.wait()
+
+
+def test_the_record_of_a_query_loop_that_is_gone_is_let_go(tmp_path, monkeypatch):
+    use_record(tmp_path, monkeypatch)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    record.add("query_loop", pid=gone.pid, marker=str(tmp_path / "run_spec.json"))
+    runner.require_root_free()
+    assert record.entries() == []

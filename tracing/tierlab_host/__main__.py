@@ -36,6 +36,7 @@ def main() -> None:
     compress.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
+    sub.add_parser("root-free", help="refuse a root another run's query loop still runs on")
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
     plan.add_argument("spec_file")
     args = parser.parse_args()
@@ -54,6 +55,8 @@ def main() -> None:
             engine_commands.main(args.command, args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)
+        elif args.command == "root-free":
+            runner.require_root_free()
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
     except HostError as exc:

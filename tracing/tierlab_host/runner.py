@@ -445,6 +445,17 @@ def main(spec_file: str) -> None:
         record.remove(entry)
 
 
+def require_root_free() -> None:
+    """Refuse to go on while a query loop recorded on this root runs (a record of one that is gone is let go)."""
+    for entry in record.entries("query_loop"):
+        if entry["marker"] in cmdline(entry["pid"]):
+            run_id = Path(entry["marker"]).parents[1].name
+            raise HostError(f"the query loop of run {run_id} (pid {entry['pid']}) still runs on this tierlab root; "
+                            "another run here would restart its servers and empty its caches under it: wait for it "
+                            "to end (it logs to its raw/run.log), or stop it with playbooks/teardown.yml")
+        record.remove(entry)
+
+
 def stop_recorded(entry: dict) -> None:
     """Stop a recorded query loop that still runs (its command line names its spec), as a user's SIGTERM does:
     its clients killed, its tracing instance removed; killed if it has not ended within STOP_WAIT_S."""
