@@ -14,8 +14,8 @@ by point. The study file (YAML):
     repetitions: 1                    # runs of each point
 
 Every point's variables are checked, as the playbook checks them, before the first run starts. A point
-whose run fails goes on record and the study goes on, unless it failed before its run opened (the tiers,
-the engine), which the next points would too. An interrupt (Ctrl-C) lets the point that runs finish, then
+whose run fails goes on record and the study goes on, unless it failed before its run opened (the root,
+the tiers, the engine), which the next points would too. An interrupt (Ctrl-C) lets the point that runs finish, then
 stops: the playbook runs in a session of its own, so that the signal does not cut a run in half.
 
 With several hosts in the inventory the points are spread over them: each host runs one point at a time
@@ -318,7 +318,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
                           f"{result['run_id'] or '(none)'}" + (f"; about {left:.0f} s left" if unended else "")
                           + (f"\n    {result['error']}" if result["error"] else ""))
                 if result["run_id"] is None:
-                    say(host, "this host stops: the point failed before its run opened (its tiers or its engine), and "
+                    say(host, "this host stops: the point failed before its run opened (its root, tiers or engine), and "
                               "the points after it would fail alike; mend the cause, then --resume")
                     return
 

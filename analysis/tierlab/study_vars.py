@@ -457,9 +457,10 @@ def connections(study: dict) -> int:
 
 def busy_postgresql_processes(study: dict) -> int:
     """The server processes a PostgreSQL run keeps busy at once: one per connection, and the parallel workers
-    their plans may start (max_parallel_workers at most)."""
-    workers = min(connections(study) * study["parallel_workers"], max(study["parallel_workers"], 8))
-    return connections(study) + workers
+    a query's plans may start (max_parallel_workers at most; sysbench's short statements start none)."""
+    if study["threads"] is not None:
+        return connections(study)
+    return connections(study) + min(connections(study) * study["parallel_workers"], max(study["parallel_workers"], 8))
 
 
 def memory_limit_bytes(study: dict) -> int:

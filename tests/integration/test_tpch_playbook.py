@@ -109,9 +109,10 @@ def test_a_bad_layout_fails_before_anything_is_touched(study, layout_runs):
 
 def test_a_run_on_a_root_whose_query_loop_still_runs_is_refused_before_it_opens(study, layout_runs):
     # what a playbook stopped while its queries ran leaves: its query loop running, and recorded
-    spec = str(Path(study.root, "runs", "20261126T221455Z_mariadb_tpch-sf0.01_None", "config", "run_spec.json"))
+    run_id = "20261126T221455Z_mariadb_tpch-sf0.01_None"
+    spec = str(Path(study.root, "runs", run_id, "config", "run_spec.json"))
     loop = subprocess.Popen(["sleep", "600", spec])
-    entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec}
+    entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": run_id}
     record_file = Path(study.root, "state", "created.json")
     record_file.write_text(json.dumps([*json.loads(record_file.read_text()), entry]))
     before = study.run_ids()

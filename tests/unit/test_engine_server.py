@@ -11,10 +11,13 @@ from tierlab_host import record
 from tierlab_host.engines import server
 from tierlab_host.system import HostError, cmdline
 
-# a server that ignores PostgreSQL's fast and immediate shutdown, and says so once it does
-DEAF_SERVER = ("import signal, time\n"
-               "for number in (signal.SIGINT, signal.SIGQUIT):\n"
-               "    signal.signal(number, signal.SIG_IGN)\n"
+# a postmaster that ignores PostgreSQL's fast shutdown and ends on the immediate one, noting that it got it
+DEAF_SERVER = ("import signal, sys, time\n"
+               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+               "def immediate(number, frame):\n"
+               "    open(sys.argv[2], 'w').close()\n"
+               "    sys.exit(0)\n"
+               "signal.signal(signal.SIGQUIT, immediate)\n"
                "print('ready', flush=True)\n"
                "time.sleep(60)\n")
 
@@ -37,13 +40,16 @@ def test_a_port_nothing_listens_on_is_free():
     server.require_free_port("postgresql-8k", port)
 
 
-def test_a_server_deaf_to_its_stop_signals_is_killed_and_so_are_the_children_left_in_its_group(tmp_path, monkeypatch):
+def test_a_server_deaf_to_its_fast_shutdown_gets_the_immediate_one_and_its_children_left_in_its_group_are_killed(
+        tmp_path, monkeypatch):
     monkeypatch.setattr(record, "STATE_DIR", tmp_path)
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
     monkeypatch.setattr(server, "STOP_TIMEOUT_S", 0.3)
     monkeypatch.setattr(server, "ESCALATE_TIMEOUT_S", 0.3)
     marker = f"--config-file={tmp_path}/postgresql.conf"
-    postmaster = subprocess.Popen([sys.executable, "-c", DEAF_SERVER, marker], stdout=subprocess.PIPE, text=True)
+    quit_file = tmp_path / "got SIGQUIT"
+    postmaster = subprocess.Popen([sys.executable, "-c", DEAF_SERVER, marker, str(quit_file)], stdout=subprocess.PIPE,
+                                  text=True)
     assert postmaster.stdout.readline() == "ready\n"
     backend = subprocess.Popen(["sleep", "60"])
     procs = tmp_path / "cgroup.procs"
@@ -52,6 +58,7 @@ def test_a_server_deaf_to_its_stop_signals_is_killed_and_so_are_the_children_lef
              "marker": marker, "groups": [str(procs)]}
     record.add(**entry)
     assert server.stop_recorded(entry) is True
+    assert quit_file.exists()
     assert (cmdline(postmaster.pid), cmdline(backend.pid)) == ([], [])
     assert record.entries() == []
 

@@ -22,7 +22,7 @@ def test_a_recorded_query_loop_is_stopped_and_its_record_removed(tmp_path, monke
     loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
                             stdout=subprocess.PIPE, text=True)
     assert loop.stdout.readline() == "ready\n"
-    entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec}
+    entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": "r1"}
     record.add(**entry)
     runner.stop_recorded(entry)
     assert cmdline(loop.pid) == []
@@ -32,7 +32,7 @@ def test_a_recorded_query_loop_is_stopped_and_its_record_removed(tmp_path, monke
 def test_a_recorded_query_loop_whose_pid_runs_another_program_now_is_left_alone(tmp_path, monkeypatch):
     use_record(tmp_path, monkeypatch)
     other = subprocess.Popen(["sleep", "60"])
-    entry = {"kind": "query_loop", "pid": other.pid, "marker": str(tmp_path / "run_spec.json")}
+    entry = {"kind": "query_loop", "pid": other.pid, "marker": str(tmp_path / "run_spec.json"), "run_id": "r1"}
     record.add(**entry)
     try:
         runner.stop_recorded(entry)
@@ -45,12 +45,12 @@ def test_a_recorded_query_loop_whose_pid_runs_another_program_now_is_left_alone(
 
 def test_a_root_whose_query_loop_runs_is_refused_with_its_run_named(tmp_path, monkeypatch):
     use_record(tmp_path, monkeypatch)
-    spec = str(tmp_path / "runs" / "20261126T221455Z_postgresql_ssb-sf1_None" / "config" / "run_spec.json")
+    spec = str(tmp_path / "run_spec.json")
     loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert loop.stdout.readline() == "ready\n"
-        record.add("query_loop", pid=loop.pid, marker=spec)
+        record.add("query_loop", pid=loop.pid, marker=spec, run_id="20261126T221455Z_postgresql_ssb-sf1_None")
         with pytest.raises(HostError) as err:
             runner.require_root_free()
         assert str(err.value) == (
@@ -66,6 +66,7 @@ def test_the_record_of_a_query_loop_that_is_gone_is_let_go(tmp_path, monkeypatch
     use_record(tmp_path, monkeypatch)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    record.add("query_loop", pid=gone.pid, marker=str(tmp_path / "run_spec.json"))
-    runner.require_root_free()
+    entry = {"kind": "query_loop", "pid": gone.pid, "marker": str(tmp_path / "run_spec.json"), "run_id": "r1"}
+    record.add(**entry)
+    assert runner.require_root_free() == {"changed": True, "let_go": [entry]}
     assert record.entries() == []

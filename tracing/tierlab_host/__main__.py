@@ -1,6 +1,7 @@
 """python3 -m tierlab_host COMMAND ...: each command prints one JSON object."""
 
 import argparse
+import json
 import sys
 
 from . import chroot, device_suite, engine_commands, runner, teardown, tiers, tiers_check
@@ -56,7 +57,7 @@ def main() -> None:
         elif args.command == "run":
             runner.main(args.spec_file)
         elif args.command == "root-free":
-            runner.require_root_free()
+            print(json.dumps(runner.require_root_free()))
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
     except HostError as exc:

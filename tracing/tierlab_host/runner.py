@@ -436,33 +436,38 @@ def _run_locked(spec: dict, raw: Path) -> dict:
 
 def main(spec_file: str) -> None:
     STOP.install()
+    spec = json.loads(Path(spec_file).read_text())
     # recorded while it runs, so that teardown can stop a loop a stopped playbook left running
-    entry = {"kind": "query_loop", "pid": os.getpid(), "marker": spec_file}
+    entry = {"kind": "query_loop", "pid": os.getpid(), "marker": spec_file, "run_id": Path(spec["run_dir"]).name}
     record.add(**entry)
     try:
-        print(json.dumps(run_queries(json.loads(Path(spec_file).read_text()))))
+        print(json.dumps(run_queries(spec)))
     finally:
         record.remove(entry)
 
 
-def require_root_free() -> None:
+def require_root_free() -> dict:
     """Refuse to go on while a query loop recorded on this root runs (a record of one that is gone is let go)."""
+    gone = []
     for entry in record.entries("query_loop"):
         if entry["marker"] in cmdline(entry["pid"]):
-            run_id = Path(entry["marker"]).parents[1].name
-            raise HostError(f"the query loop of run {run_id} (pid {entry['pid']}) still runs on this tierlab root; "
-                            "another run here would restart its servers and empty its caches under it: wait for it "
-                            "to end (it logs to its raw/run.log), or stop it with playbooks/teardown.yml")
+            raise HostError(f"the query loop of run {entry['run_id']} (pid {entry['pid']}) still runs on this tierlab "
+                            "root; another run here would restart its servers and empty its caches under it: wait for "
+                            "it to end (it logs to its raw/run.log), or stop it with playbooks/teardown.yml")
         record.remove(entry)
+        gone.append(entry)
+    return {"changed": bool(gone), "let_go": gone}
 
 
 def stop_recorded(entry: dict) -> None:
     """Stop a recorded query loop that still runs (its command line names its spec), as a user's SIGTERM does:
     its clients killed, its tracing instance removed; killed if it has not ended within STOP_WAIT_S."""
     if entry["marker"] in cmdline(entry["pid"]):
-        os.kill(entry["pid"], signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(entry["pid"], signal.SIGTERM)
         if not wait_gone(entry["pid"], STOP_WAIT_S):
-            os.kill(entry["pid"], signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(entry["pid"], signal.SIGKILL)
             wait_gone(entry["pid"], 10)
     record.remove(entry)
 

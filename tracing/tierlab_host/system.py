@@ -123,8 +123,14 @@ def set_knob(path: Path, value: int, changes: list[str]) -> None:
 
 
 def ensure_cgroup(group: Path) -> bool:
-    """Make a cgroup (v1) directory unless it exists, recorded first so that teardown removes it; True if made."""
+    """Make a cgroup (v1) directory unless it exists, recorded first so that teardown removes it; True if made.
+    One that exists must be in the record: another root's (a tierlab_root of the same name elsewhere) is refused,
+    as tierlab stops what is in its groups."""
     if group.is_dir():
+        if {"kind": "cgroup", "path": str(group)} not in record.entries("cgroup"):
+            raise HostError(f"the cgroup {group} exists but this tierlab root did not make it (a root elsewhere whose "
+                            "directory has this root's name, or one a failed teardown left: rmdir it once it holds no "
+                            "process); give tierlab_root a directory name of its own")
         return False
     record.add("cgroup", path=str(group))
     group.mkdir()

@@ -57,7 +57,8 @@ def start(instance: str, engine: str, argv: list[str], marker: str, log_file: st
     if entry and _is_ours(entry):
         return {"changed": False, "pid": entry["pid"]}
     if entry:
-        record.remove(entry)
+        # a server that died: what it left in its groups (PostgreSQL's backends, on its shared memory) goes too
+        stop_recorded(entry)
     require_free_port(instance, port)
     # as the user with its own group and no other (not root's)
     identity = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []} if user else {}
@@ -108,18 +109,26 @@ def stop_recorded(entry: dict) -> bool:
     was_running = _is_ours(entry)
     if was_running:
         for number, stop_signal in enumerate(STOP_SIGNALS[entry["engine"]]):
-            os.kill(pid, stop_signal)
+            _signal(pid, stop_signal)
             if wait_gone(pid, STOP_TIMEOUT_S if number == 0 else ESCALATE_TIMEOUT_S) or not _is_ours(entry):
                 break
         else:
-            os.kill(pid, signal.SIGKILL)
+            _signal(pid, signal.SIGKILL)
             wait_gone(pid, 10)
-    for child in _left_in_groups(entry):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
-        wait_gone(child, 10)
+    left = _left_in_groups(entry)
+    for child in left:
+        _signal(child, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    for child in left:
+        wait_gone(child, max(0.0, deadline - time.monotonic()))
     record.remove(entry)
     return was_running
+
+
+def _signal(pid: int, number: int) -> None:
+    """Send a signal to a process that may have ended since it was looked at."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, number)
 
 
 def stop(instance: str) -> dict:
