@@ -15,7 +15,7 @@ TEST_APT_PACKAGES := blktrace chromium fuse3 libfuse3-dev gcc make pkg-config bt
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup tpch tiers teardown test unit integration lint
+.PHONY: setup tpch tiers teardown e5 test unit integration lint
 
 setup: $(STAMP) $(MODEL_LIBRARY)
 
@@ -38,6 +38,11 @@ tiers: setup
 
 teardown: setup
 	$(BIN)/ansible-playbook playbooks/teardown.yml
+
+# STUDY.md E5 on SSB SF 1: plans, subqueries, PostgreSQL's workers, co-running queries; each study goes on after
+# another's failed points (hours: the MySQL family's index plans take most of them)
+e5: setup
+	status=0; for study in docs/studies/e5-*.yml; do $(BIN)/tierlab study $$study || status=1; done; exit $$status
 
 lint: setup
 	$(BIN)/ruff check analysis tracing tests playbooks benchmarks
