@@ -5,6 +5,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,7 +112,9 @@ def test_a_run_on_a_root_whose_query_loop_still_runs_is_refused_before_it_opens(
     # what a playbook stopped while its queries ran leaves: its query loop running, and recorded
     run_id = "20261126T221455Z_mariadb_tpch-sf0.01_None"
     spec = str(Path(study.root, "runs", run_id, "config", "run_spec.json"))
-    loop = subprocess.Popen(["sleep", "600", spec])
+    loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(600)", spec],
+                            stdout=subprocess.PIPE, text=True)
+    assert loop.stdout.readline() == "ready\n"
     entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": run_id}
     record_file = Path(study.root, "state", "created.json")
     record_file.write_text(json.dumps([*json.loads(record_file.read_text()), entry]))
