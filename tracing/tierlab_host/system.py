@@ -1,5 +1,6 @@
 """Running commands and reading block-device facts on the host."""
 
+import contextlib
 import os
 import subprocess
 import time
@@ -93,6 +94,12 @@ def cmdline(pid: int) -> list[str]:
         return []
     # a zombie's is empty
     return arguments.decode().split("\0") if arguments else []
+
+
+def signal_process(pid: int, number: int) -> None:
+    """Send a signal to a process that may have ended since it was looked at."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, number)
 
 
 def wait_gone(pid: int, timeout_s: float) -> bool:

@@ -8,8 +8,6 @@ still carries that argument, so a process tierlab did not start is never
 touched.
 """
 
-import contextlib
-import os
 import pwd
 import signal
 import socket
@@ -19,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import record
-from ..system import HostError, cmdline, wait_gone
+from ..system import HostError, cmdline, signal_process, wait_gone
 from ..tiers import join_cgroup
 
 START_TIMEOUT_S = 120
@@ -109,26 +107,20 @@ def stop_recorded(entry: dict) -> bool:
     was_running = _is_ours(entry)
     if was_running:
         for number, stop_signal in enumerate(STOP_SIGNALS[entry["engine"]]):
-            _signal(pid, stop_signal)
+            signal_process(pid, stop_signal)
             if wait_gone(pid, STOP_TIMEOUT_S if number == 0 else ESCALATE_TIMEOUT_S) or not _is_ours(entry):
                 break
         else:
-            _signal(pid, signal.SIGKILL)
+            signal_process(pid, signal.SIGKILL)
             wait_gone(pid, 10)
     left = _left_in_groups(entry)
     for child in left:
-        _signal(child, signal.SIGKILL)
+        signal_process(child, signal.SIGKILL)
     deadline = time.monotonic() + 10
     for child in left:
         wait_gone(child, max(0.0, deadline - time.monotonic()))
     record.remove(entry)
     return was_running
-
-
-def _signal(pid: int, number: int) -> None:
-    """Send a signal to a process that may have ended since it was looked at."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, number)
 
 
 def stop(instance: str) -> dict:
