@@ -8,18 +8,19 @@ import pytest
 
 from tierlab.parse_ftrace import parse_ftrace
 from tierlab.parse_ftrace_raw import parse_ftrace_raw
-from tierlab_host import record, trace
+from tierlab_host import record, teardown, trace
 from tierlab_host.trace import FtraceInstance
 
 
 @pytest.fixture
 def nand(layout_runs, tmp_path, monkeypatch):
-    """The test root's capacity tier; the tracing instance is recorded, and removed, in a record of the
-    test's own (the layout runs mounted tracefs)."""
+    """The test root's capacity tier. What the test makes on the host (its tracing instance, and a debugfs
+    mount where the host has no tracefs) goes in a record of the test's own, which its teardown empties."""
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "state" / "created.json")
     tiers = json.loads((layout_runs["C+O"]["dir"] / "raw" / "tiers.json").read_text())
-    return next(tier for tier in tiers if tier["name"] == "nand")
+    yield next(tier for tier in tiers if tier["name"] == "nand")
+    teardown.down()
 
 
 def read_direct(block_device: str, count: int, skip: int, block_bytes: int) -> None:
@@ -42,7 +43,7 @@ def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(nand, tmp_path,
         files = instance.stop("w_try1", tmp_path)["files"]
     finally:
         instance.close()
-    assert json.loads((tmp_path / "state" / "created.json").read_text()) == []
+    assert record.entries("tracing_instance") == []
     assert files == ["w_try1.ftrace-raw"]
     raw, text = parse_ftrace_raw(tmp_path / files[0]), parse_ftrace(tmp_path / "w_try1.ftrace")
     assert len(raw.requests) == len(text.requests) >= 1200

@@ -29,7 +29,7 @@ from pathlib import Path
 from . import record
 from .system import HostError, device_name, ftrace_dev, run
 
-TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+TRACEFS = Path("/sys/kernel/tracing")
 DEBUGFS = Path("/sys/kernel/debug")
 EVENTS = ("block_rq_issue", "block_rq_complete")
 # the first line of a raw ftrace window; the second is the JSON layout (raw_layout)
@@ -47,25 +47,35 @@ BLKTRACE_PROBE_TIMEOUT_S = 5
 BLKTRACE_STOP_TIMEOUT_S = 30
 
 
+def _debugfs() -> Path:
+    """debugfs: a mount of the root's own where the host has none at /sys/kernel/debug. Teardown unmounts
+    what the root's record holds, and a mount at /sys/kernel/debug, which every root shares, went with the
+    first root torn down, from under the others' traces."""
+    private = record.STATE_DIR.parent / "debugfs"
+    if os.path.ismount(private):
+        return private
+    if os.path.ismount(DEBUGFS):
+        return DEBUGFS
+    if not private.is_dir():
+        private.mkdir(parents=True)
+        record.add("dir", path=str(private))
+    run(["mount", "-t", "debugfs", "none", str(private)])
+    record.add("mount", path=str(private))
+    return private
+
+
 def _tracefs() -> Path:
-    for candidate in TRACEFS_CANDIDATES:
+    for candidate in (TRACEFS, _debugfs() / "tracing"):
         if (candidate / "instances").is_dir():
             return candidate
-    if not os.path.ismount(DEBUGFS):
-        run(["mount", "-t", "debugfs", "none", str(DEBUGFS)])
-        record.add("mount", path=str(DEBUGFS))
-    for candidate in TRACEFS_CANDIDATES:
-        if (candidate / "instances").is_dir():
-            return candidate
-    raise HostError("no tracefs found at /sys/kernel/tracing or /sys/kernel/debug/tracing; the kernel needs CONFIG_FTRACE")
+    raise HostError(f"no tracefs found at {TRACEFS} or in debugfs; the kernel needs CONFIG_FTRACE")
 
 
 def blktrace_works(devices: list[str]) -> bool:
     if subprocess.run(["which", "blktrace"], capture_output=True).returncode != 0:
         return False
-    _tracefs()
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["timeout", str(BLKTRACE_PROBE_TIMEOUT_S), "blktrace", "-w", "1", "-D", tmp]
+        cmd = ["timeout", str(BLKTRACE_PROBE_TIMEOUT_S), "blktrace", "-r", str(_debugfs()), "-w", "1", "-D", tmp]
         for device in devices:
             cmd += ["-d", f"/dev/{device_name(device)}"]
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -212,7 +222,7 @@ class Blktrace:
     def start(self, label: str, out_dir: Path) -> None:
         # with several devices blktrace names its files <device>.blktrace.<cpu>, so each window gets a directory
         (out_dir / label).mkdir(exist_ok=True)
-        cmd = ["blktrace", "-D", str(out_dir / label)]
+        cmd = ["blktrace", "-r", str(_debugfs()), "-D", str(out_dir / label)]
         for device in self.devices:
             cmd += ["-d", device]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
