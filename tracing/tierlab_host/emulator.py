@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import fio, record
-from .system import HostError, cmdline, mount_device, mounted, run, set_knob, wait_gone
+from .system import HostError, cmdline, mount_device, mounted, run, set_knob, stop_process
 
 MOUNT_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 20
@@ -359,13 +359,8 @@ def cache(tier: dict, command: str) -> None:
 
 def stop_recorded(entry: dict) -> None:
     """Stop one recorded emulator (it unmounts itself), and clear a mount a dead one left behind."""
-    if _is_ours(entry):
-        os.kill(entry["pid"], signal.SIGTERM)
-        # a stopped emulator must run to handle its SIGTERM
-        os.kill(entry["pid"], signal.SIGCONT)
-        if not wait_gone(entry["pid"], STOP_TIMEOUT_S) and _is_ours(entry):
-            os.kill(entry["pid"], signal.SIGKILL)
-            wait_gone(entry["pid"], 10)
+    # a stopped emulator must run to handle its SIGTERM
+    stop_process(entry["pid"], [(signal.SIGTERM, 0), (signal.SIGCONT, STOP_TIMEOUT_S)], lambda: _is_ours(entry))
     if mounted(entry["mountpoint"]):
         run(["umount", "-l", entry["mountpoint"]])
     Path(entry["log"]).unlink(missing_ok=True)

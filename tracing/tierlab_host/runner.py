@@ -25,7 +25,7 @@ from pathlib import Path
 from . import emulator, record, subqueries, sysbench, trace
 from .engines import engine
 from .extents import map_files
-from .system import HostError, cmdline, device_of_path, signal_process, wait_gone
+from .system import HostError, cmdline, device_of_path, stop_process
 
 # the client is given this long beyond the server-side limit before it is killed
 CLIENT_GRACE_S = 60
@@ -462,11 +462,7 @@ def require_root_free() -> dict:
 def stop_recorded(entry: dict) -> None:
     """Stop a recorded query loop that still runs (its command line names its spec), as a user's SIGTERM does:
     its clients killed, its tracing instance removed; killed if it has not ended within STOP_WAIT_S."""
-    if entry["marker"] in cmdline(entry["pid"]):
-        signal_process(entry["pid"], signal.SIGTERM)
-        if not wait_gone(entry["pid"], STOP_WAIT_S):
-            signal_process(entry["pid"], signal.SIGKILL)
-            wait_gone(entry["pid"], 10)
+    stop_process(entry["pid"], [(signal.SIGTERM, STOP_WAIT_S)], lambda: entry["marker"] in cmdline(entry["pid"]))
     record.remove(entry)
 
 

@@ -2,8 +2,10 @@
 
 import contextlib
 import os
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from . import record
@@ -116,6 +118,24 @@ def wait_gone(pid: int, timeout_s: float) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+
+
+# the time a process gets to end after SIGKILL
+KILL_WAIT_S = 10
+
+
+def stop_process(pid: int, steps: list[tuple[int, float]], is_ours: Callable[[], bool]) -> bool:
+    """Stop a process of tierlab's: each (signal, seconds to wait for it to end) in turn, then SIGKILL. It is let
+    be once it is no longer ours (its pid taken by another program). True if it was running."""
+    if not is_ours():
+        return False
+    for number, wait_s in steps:
+        signal_process(pid, number)
+        if wait_gone(pid, wait_s) or not is_ours():
+            return True
+    signal_process(pid, signal.SIGKILL)
+    wait_gone(pid, KILL_WAIT_S)
+    return True
 
 
 def set_knob(path: Path, value: int, changes: list[str]) -> None:

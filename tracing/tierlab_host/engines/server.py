@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import record
-from ..system import HostError, cmdline, signal_process, wait_gone
+from ..system import KILL_WAIT_S, HostError, cmdline, signal_process, stop_process, wait_gone
 from ..tiers import join_cgroup
 
 START_TIMEOUT_S = 120
@@ -103,20 +103,13 @@ def stop_recorded(entry: dict) -> bool:
     """Stop one recorded server, and what of it is left in its groups; True if it was running. A server that
     does not end on its engine's signals is killed, and so are its children, which would otherwise run on
     (PostgreSQL's backends go on with their queries when the postmaster is killed)."""
-    pid = entry["pid"]
-    was_running = _is_ours(entry)
-    if was_running:
-        for number, stop_signal in enumerate(STOP_SIGNALS[entry["engine"]]):
-            signal_process(pid, stop_signal)
-            if wait_gone(pid, STOP_TIMEOUT_S if number == 0 else ESCALATE_TIMEOUT_S) or not _is_ours(entry):
-                break
-        else:
-            signal_process(pid, signal.SIGKILL)
-            wait_gone(pid, 10)
+    stop_signals = STOP_SIGNALS[entry["engine"]]
+    steps = [(number, STOP_TIMEOUT_S if step == 0 else ESCALATE_TIMEOUT_S) for step, number in enumerate(stop_signals)]
+    was_running = stop_process(entry["pid"], steps, lambda: _is_ours(entry))
     left = _left_in_groups(entry)
     for child in left:
         signal_process(child, signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + KILL_WAIT_S
     for child in left:
         wait_gone(child, max(0.0, deadline - time.monotonic()))
     record.remove(entry)

@@ -1,0 +1,65 @@
+"""Stopping a process of tierlab's: its signals in turn, SIGKILL last, and never a process that is no longer ours."""
+
+import signal
+import subprocess
+import sys
+
+from tierlab_host.system import cmdline, stop_process
+
+# a process that writes the name of the signal it ends on, after it says it is ready; `ignore` names signals it
+# ignores instead
+CHILD = """
+import signal, sys, time
+out, ignored = sys.argv[1], sys.argv[2:]
+def end(number, frame):
+    open(out, "w").write(signal.Signals(number).name)
+    sys.exit(0)
+for name in ("SIGTERM", "SIGINT"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN if name in ignored else end)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def start(tmp_path, *ignored: str) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "ended_on"), *ignored],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\n"
+    return child
+
+
+def test_a_process_ends_on_its_first_signal(tmp_path):
+    child = start(tmp_path)
+    assert stop_process(child.pid, [(signal.SIGTERM, 10), (signal.SIGINT, 10)], lambda: True) is True
+    assert cmdline(child.pid) == []
+    assert (tmp_path / "ended_on").read_text() == "SIGTERM"
+
+
+def test_a_process_that_ignores_a_signal_gets_the_next_one(tmp_path):
+    child = start(tmp_path, "SIGTERM")
+    assert stop_process(child.pid, [(signal.SIGTERM, 0.3), (signal.SIGINT, 10)], lambda: True) is True
+    assert (tmp_path / "ended_on").read_text() == "SIGINT"
+
+
+def test_a_stopped_process_handles_its_signal_once_continued(tmp_path):
+    child = start(tmp_path)
+    child.send_signal(signal.SIGSTOP)
+    assert stop_process(child.pid, [(signal.SIGTERM, 0), (signal.SIGCONT, 10)], lambda: True) is True
+    assert (tmp_path / "ended_on").read_text() == "SIGTERM"
+
+
+def test_a_process_that_ignores_every_signal_is_killed(tmp_path):
+    child = start(tmp_path, "SIGTERM", "SIGINT")
+    assert stop_process(child.pid, [(signal.SIGTERM, 0.3), (signal.SIGINT, 0.3)], lambda: True) is True
+    assert cmdline(child.pid) == []
+    assert not (tmp_path / "ended_on").exists()
+
+
+def test_a_process_that_is_not_ours_is_let_be(tmp_path):
+    child = start(tmp_path)
+    try:
+        assert stop_process(child.pid, [(signal.SIGTERM, 1)], lambda: False) is False
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
