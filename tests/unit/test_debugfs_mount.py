@@ -45,3 +45,10 @@ def test_a_root_s_teardown_leaves_another_root_s_debugfs_mounted(roots, monkeypa
     assert os.path.ismount(root_a / "debugfs")
     use_root(root_a, monkeypatch)
     assert trace._tracefs() == root_a / "debugfs" / "tracing"
+
+
+def test_a_host_that_mounts_tracefs_is_traced_there_and_nothing_is_mounted(roots, tmp_path, monkeypatch):
+    (tmp_path / "sys-kernel-tracing" / "instances").mkdir(parents=True)
+    use_root(roots[0], monkeypatch)
+    assert trace._tracefs() == tmp_path / "sys-kernel-tracing"
+    assert record.entries() == []

@@ -65,9 +65,10 @@ def _debugfs() -> Path:
 
 
 def _tracefs() -> Path:
-    for candidate in (TRACEFS, _debugfs() / "tracing"):
-        if (candidate / "instances").is_dir():
-            return candidate
+    if (TRACEFS / "instances").is_dir():
+        return TRACEFS
+    if (_debugfs() / "tracing" / "instances").is_dir():
+        return _debugfs() / "tracing"
     raise HostError(f"no tracefs found at {TRACEFS} or in debugfs; the kernel needs CONFIG_FTRACE")
 
 
