@@ -366,14 +366,15 @@ def _traced_query(run_dir: Path, m: dict, row: dict, profiles: dict[str, Path]):
 
 
 def _validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, scratch: Path):
-    """From each run, every layout the study ran predicted against its measured time (the median over its runs)."""
+    """From each run, every layout the study ran predicted against its measured time (the median over its runs);
+    and each layout's predictions beside its runs (recommend.layout_errors)."""
     import pandas as pd
 
     from . import recommend
     from .run_io import read_table
 
     others, groups = _study_groups(study_dir, record, LAYOUT_VARIABLES)
-    rows = []
+    rows, layout_rows = [], []
     for group, runs in groups.items():
         done = {run_dir: read_table(run_dir, "queries").query("status == 'ok'").to_dict("records") for run_dir, _ in runs}
         measured: dict[str, dict[str, list[float]]] = {}
@@ -384,16 +385,22 @@ def _validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, 
                    for name, by_layout in measured.items()}
         reproducibility = {name: recommend.repeat_spearman(by_layout) for name, by_layout in measured.items()}
         profiles = _profiles(profiles_text, runs[0][1]["tiers"], scratch)
+        predictions: dict[str, list[dict[str, float]]] = {}
         for run_dir, m in runs:
             for row in done[run_dir]:
                 _, query = _traced_query(run_dir, m, row, profiles)
                 times = medians[row["query"]]
                 predicted = {layout: query.predict_s(query.io_us(parse_layout(layout, m["workload"]["name"])))
                              for layout in times}
+                predictions.setdefault(row["query"], []).append(predicted)
                 rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],
                              "traced_layout": m["layout"]["name"], "run_id": m["run_id"],
                              **recommend.validation(predicted, times), "repeat_spearman": reproducibility[row["query"]]})
-    return pd.DataFrame(rows)
+        for name, by_layout in measured.items():
+            errors = recommend.layout_errors(by_layout, predictions[name])
+            layout_rows.append(errors.assign(**dict(zip(others, group, strict=True)), query=name)
+                               [[*others, "query", *errors.columns]])
+    return pd.DataFrame(rows), pd.concat(layout_rows, ignore_index=True)
 
 
 def _validate_caches(study_dir: Path, record: dict, profiles_text: str | None, scratch: Path):
@@ -460,18 +467,24 @@ def _validate(args) -> None:
     if "layout" not in matrix and "fast_cache" not in matrix:
         raise StudyInputError(f"{study_dir}: its matrix varies neither layout nor fast_cache; validate compares the "
                               "layouts, or the caches, a study ran with what recommend predicts for them")
-    tables = {}
+    layouts = layout_errors = caches = None
     with tempfile.TemporaryDirectory() as scratch:
-        for varied, validate, name in (("layout", _validate_layouts, "validation.csv"),
-                                       ("fast_cache", _validate_caches, "cache_validation.csv")):
-            if varied in matrix:
-                table = tables[varied] = validate(study_dir, record, args.profiles, Path(scratch))
-                table.to_csv(study_dir / name, index=False, float_format="%.6g")
-                shown = table.drop(columns="run_id").to_string(index=False, float_format=lambda v: f"{v:.3g}")
-                print(f"{study_dir / name}:\n{shown}")
+        if "layout" in matrix:
+            layouts, layout_errors = _validate_layouts(study_dir, record, args.profiles, Path(scratch))
+            _write_validation(study_dir / "validation.csv", layouts)
+            _write_validation(study_dir / "validation_layouts.csv", layout_errors)
+        if "fast_cache" in matrix:
+            caches = _validate_caches(study_dir, record, args.profiles, Path(scratch))
+            _write_validation(study_dir / "cache_validation.csv", caches)
     from .report import write_validation_report
 
-    print(write_validation_report(study_dir, record["study"], tables.get("layout"), tables.get("fast_cache")))
+    print(write_validation_report(study_dir, record["study"], layouts, layout_errors, caches))
+
+
+def _write_validation(path: Path, table) -> None:
+    table.to_csv(path, index=False, float_format="%.6g")
+    shown = table.drop(columns="run_id", errors="ignore").to_string(index=False, float_format=lambda v: f"{v:.3g}")
+    print(f"{path}:\n{shown}")
 
 
 def _trace_stats(args) -> None:

@@ -96,6 +96,21 @@ def repeat_spearman(runs: dict[str, list[float]]) -> float:
     return float(np.median(correlations)) if correlations else float("nan")
 
 
+def layout_errors(runs: dict[str, list[float]], predictions: list[dict[str, float]]) -> pd.DataFrame:
+    """Each layout's measured times (their median and range over its runs) beside its predicted ones (their
+    median and range over the traced runs predicted from), and the error of the predicted median against the
+    measured one, %; fastest measured first. Where the model ranks layouts wrongly, this shows whether it
+    misjudged them or their runs' spread exceeds what tells them apart."""
+    rows = []
+    for layout, times in runs.items():
+        predicted = [prediction[layout] for prediction in predictions]
+        measured_s, predicted_s = float(np.median(times)), float(np.median(predicted))
+        rows.append({"layout": layout, "runs": len(times), "measured_s": measured_s, "measured_min_s": min(times),
+                     "measured_max_s": max(times), "predicted_s": predicted_s, "predicted_min_s": min(predicted),
+                     "predicted_max_s": max(predicted), "error_pct": 100.0 * (predicted_s / measured_s - 1.0)})
+    return pd.DataFrame(rows).sort_values("measured_s", kind="stable", ignore_index=True)
+
+
 def capacity_curve(predicted: pd.DataFrame) -> pd.DataFrame:
     """The best layout as the fast tier grows: a row at every capacity where the best layout changes (the
     layout with the least predicted time among those that fit; the smaller one on a tie)."""

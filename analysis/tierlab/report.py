@@ -452,12 +452,38 @@ def plot_cache_validation(table: pd.DataFrame) -> str:
     return _svg(fig)
 
 
-def write_validation_report(study_dir: Path, study: dict, layouts: pd.DataFrame | None, caches: pd.DataFrame | None) -> Path:
-    """validate's answer as a page: the layouts' ranks and regret, the caches' times and hit shares plotted,
-    each from every traced run of the study."""
+def plot_layout_validation(table: pd.DataFrame) -> str:
+    """validate's layouts, a panel per query (and combination of the study's other variables), fastest measured
+    first: each layout's measured median (its runs' range as error bars) beside its predicted median (the
+    range over the traced runs as error bars)."""
+    # the columns before the layout's are the query's and the other variables'
+    panels = list(table.groupby(list(table.columns[:table.columns.get_loc("layout")]), sort=False))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3 * len(panels)), squeeze=False)
+    for (key, rows), (ax,) in zip(panels, axes, strict=True):
+        positions = np.arange(len(rows))
+        for offset, (middle, low, high), label in (
+                (-0.2, ("measured_s", "measured_min_s", "measured_max_s"), "measured (runs' range)"),
+                (0.2, ("predicted_s", "predicted_min_s", "predicted_max_s"), "predicted (traced runs' range)")):
+            ax.errorbar(positions + offset, rows[middle], yerr=[rows[middle] - rows[low], rows[high] - rows[middle]],
+                        fmt="o", capsize=3, label=label)
+        ax.set_xticks(positions, rows["layout"], fontsize=8, rotation=45)
+        ax.set_ylabel("elapsed (s)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(" ".join(str(k) for k in key), fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def write_validation_report(study_dir: Path, study: dict, layouts: pd.DataFrame | None,
+                            layout_errors: pd.DataFrame | None, caches: pd.DataFrame | None) -> Path:
+    """validate's answer as a page: the layouts' ranks and regret, each layout's predicted and measured times
+    plotted, the caches' times and hit shares plotted, each from every traced run of the study."""
     sections = []
     if layouts is not None:
-        sections += ["<h2>Layouts: predicted against measured</h2>", _html_table(layouts.drop(columns="run_id"))]
+        sections += ["<h2>Layouts: predicted against measured</h2>", _html_table(layouts.drop(columns="run_id")),
+                     "<h2>Each layout: its runs and its predictions</h2>", plot_layout_validation(layout_errors),
+                     _html_table(layout_errors)]
     if caches is not None:
         sections += ["<h2>Caches: predicted against measured</h2>", plot_cache_validation(caches),
                      _html_table(caches.drop(columns="run_id"))]

@@ -73,7 +73,14 @@ def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
     assert set(table["repeat_spearman"]) == {""}
     assert (table["regret_pct"] >= 0).all()
     assert set(table["measured_fastest"]) <= {"None", "ALL"}
-    assert "Layouts: predicted against measured" in (study_dir / "validation.html").read_text()
+    layouts = pd.read_csv(study_dir / "validation_layouts.csv")
+    assert sorted(layouts[["buffer_pool", "query", "layout", "runs"]].values.tolist()) == [
+        ["20%", "q03", "ALL", 1], ["20%", "q03", "None", 1], ["5%", "q03", "ALL", 1], ["5%", "q03", "None", 1]]
+    # one run per layout: its measured range is that run
+    assert (layouts["measured_min_s"] == layouts["measured_max_s"]).all()
+    page = (study_dir / "validation.html").read_text()
+    assert "Layouts: predicted against measured" in page
+    assert "Each layout: its runs and its predictions" in page
 
 
 def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(study):

@@ -96,3 +96,16 @@ def test_validation_ranks_predicted_against_measured_layouts_and_states_the_regr
     assert recommend.validation(predicted, measured) == {
         "layouts": 5, "spearman": pytest.approx(0.7), "predicted_fastest": "ALL", "measured_fastest": "ALL", "regret_pct": 0.0}
     assert recommend.validation({**predicted, "ALL": 60.0}, measured)["regret_pct"] == pytest.approx(100 * (40.2 / 21.8 - 1))
+
+
+def test_layout_errors_set_each_layout_s_predictions_beside_its_runs_fastest_first():
+    runs = {"None": [48.0, 48.6, 49.2], "O": [35.1, 34.0, 36.0], "ALL": [21.8, 22.0, 21.6]}
+    predictions = [{"None": 50.0, "O": 33.0, "ALL": 22.0}, {"None": 47.0, "O": 36.0, "ALL": 24.0},
+                   {"None": 49.0, "O": 34.0, "ALL": 23.0}]
+    rows = recommend.layout_errors(runs, predictions).to_dict("records")
+    assert [(r["layout"], r["runs"], r["measured_s"], r["measured_min_s"], r["measured_max_s"], r["predicted_s"],
+             r["predicted_min_s"], r["predicted_max_s"]) for r in rows] == [
+        ("ALL", 3, 21.8, 21.6, 22.0, 23.0, 22.0, 24.0), ("O", 3, 35.1, 34.0, 36.0, 34.0, 33.0, 36.0),
+        ("None", 3, 48.6, 48.0, 49.2, 49.0, 47.0, 50.0)]
+    assert [r["error_pct"] for r in rows] == pytest.approx([100 * (23.0 / 21.8 - 1), 100 * (34.0 / 35.1 - 1),
+                                                            100 * (49.0 / 48.6 - 1)])
