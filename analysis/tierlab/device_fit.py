@@ -8,7 +8,7 @@ How each parameter follows (FITTED_FROM says the same in each profile's comments
 - read_bandwidth_mb_s: the most any random-read job of the bandwidth grid moved;
 - write_bandwidth_mb_s: the most any write job moved (the sustained writes' best 100 ms, or the grid);
 - read_random_us, read_sequential_us, write_us: the median latency of 4 KiB at queue depth 1, less the
-  transfer at that bandwidth (the two reads' medians are each the median over the suite's interleaved rounds);
+  transfer at that bandwidth (the two reads' from the least disturbed of the suite's interleaved rounds);
 - channels: the most random 4 KiB reads per second at any depth, times one read's latency;
 - write_buffer_mb, sustained_write_mb_s: the sustained writes' rate once it fell (the last third's median),
   and what was written until it fell less what drained meanwhile; none when it never fell below 2/3 of its

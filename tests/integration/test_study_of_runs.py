@@ -73,7 +73,7 @@ def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
     assert set(table["repeat_spearman"]) == {""}
     assert (table["regret_pct"] >= 0).all()
     assert set(table["measured_fastest"]) <= {"None", "ALL"}
-    layouts = pd.read_csv(study_dir / "validation_layouts.csv")
+    layouts = pd.read_csv(study_dir / "validation_layouts.csv", keep_default_na=False)
     assert sorted(layouts[["buffer_pool", "query", "layout", "runs"]].values.tolist()) == [
         ["20%", "q03", "ALL", 1], ["20%", "q03", "None", 1], ["5%", "q03", "ALL", 1], ["5%", "q03", "None", 1]]
     # one run per layout: its measured range is that run

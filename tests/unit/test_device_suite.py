@@ -1,11 +1,10 @@
 """The device suite's jobs, run with the real fio on a file of the test's own."""
 
-import statistics
 
 from tierlab_host import device_suite, fio
 
 
-def test_the_two_read_latency_jobs_run_in_rounds_and_each_figure_is_the_median_over_them(tmp_path):
+def test_the_two_read_latency_jobs_run_in_rounds_and_each_is_kept_from_its_least_disturbed_round(tmp_path):
     scratch = tmp_path / "scratch"
     fio.write_scratch(scratch, 16 << 20)
     (reads, *_) = device_suite.plan()
@@ -17,7 +16,7 @@ def test_the_two_read_latency_jobs_run_in_rounds_and_each_figure_is_the_median_o
     for job in measured:
         by_round = job["p50_us_by_round"]["read"]
         assert len(by_round) == 5
-        assert job["read"]["lat_us"]["p50"] == statistics.median(by_round)
+        assert job["read"]["lat_us"]["p50"] == min(by_round)
         assert "write" not in job
 
 

@@ -45,6 +45,13 @@ def median_of_rounds(rounds: list[dict]) -> dict:
     return summary
 
 
+def least_disturbed_round(rounds: list[dict]) -> dict:
+    """One job's side measured in rounds (each as _side gives it): the round whose median latency is least.
+    What the host does beside a job (another process on its CPUs, the emulator's threads moved) only adds to
+    its requests' latency, so that round shows the device's own most nearly."""
+    return min(rounds, key=lambda side: side["lat_us"]["p50"])
+
+
 def bandwidth_log(prefix: Path) -> list[tuple[float, float]]:
     """(seconds, bytes/s) of each interval of the bandwidth log fio wrote for --write_bw_log=prefix (KiB/s)."""
     path = prefix.with_name(f"{prefix.name}_bw.1.log")
