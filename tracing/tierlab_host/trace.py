@@ -67,8 +67,9 @@ def _debugfs() -> Path:
 def _tracefs() -> Path:
     if (TRACEFS / "instances").is_dir():
         return TRACEFS
-    if (_debugfs() / "tracing" / "instances").is_dir():
-        return _debugfs() / "tracing"
+    in_debugfs = _debugfs() / "tracing"
+    if (in_debugfs / "instances").is_dir():
+        return in_debugfs
     raise HostError(f"no tracefs found at {TRACEFS} or in debugfs; the kernel needs CONFIG_FTRACE")
 
 
@@ -104,7 +105,8 @@ class FtraceInstance:
 
     def __init__(self, instance: str, devices: list[str], buffer_size_kb: int):
         self._out = None
-        self.dir = _tracefs() / "instances" / instance
+        tracefs = _tracefs()
+        self.dir = tracefs / "instances" / instance
         if not self.dir.is_dir():
             self.dir.mkdir()
             record.add("tracing_instance", path=str(self.dir))
@@ -114,7 +116,7 @@ class FtraceInstance:
         if (self.dir / "buffer_percent").exists():
             # kernels before 5.0 have no such knob: their windows are drained every DRAIN_INTERVAL_S only
             (self.dir / "buffer_percent").write_text(f"{BUFFER_PERCENT}\n")
-        self.header = RAW_MAGIC + json.dumps(raw_layout(_tracefs())).encode() + b"\n"
+        self.header = RAW_MAGIC + json.dumps(raw_layout(tracefs)).encode() + b"\n"
         dev_filter = " || ".join(f"dev == {ftrace_dev(d)}" for d in devices)
         for event in EVENTS:
             event_dir = self.dir / "events" / "block" / event
@@ -218,12 +220,13 @@ class Blktrace:
 
     def __init__(self, devices: list[str]):
         self.devices = [f"/dev/{device_name(d)}" for d in devices]
+        self.debugfs = _debugfs()
         self.proc: subprocess.Popen | None = None
 
     def start(self, label: str, out_dir: Path) -> None:
         # with several devices blktrace names its files <device>.blktrace.<cpu>, so each window gets a directory
         (out_dir / label).mkdir(exist_ok=True)
-        cmd = ["blktrace", "-r", str(_debugfs()), "-D", str(out_dir / label)]
+        cmd = ["blktrace", "-r", str(self.debugfs), "-D", str(out_dir / label)]
         for device in self.devices:
             cmd += ["-d", device]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
