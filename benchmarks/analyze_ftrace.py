@@ -77,13 +77,13 @@ def synthesize(run: Path, requests: int, queries: int, raw: bool) -> int:
     as text; returns the traces' bytes."""
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "run_id": run.name}))
+    (run / "manifest.json").write_text(json.dumps({"schema_version": 3, "run_id": run.name}))
     names = [f"q{number:02d}" for number in range(1, queries + 1)]
-    study = {"engine": "mariadb", "workload": "tpch", "scale_factor": 1, "queries": names, "tries": 1, "cold": True,
+    settings = {"engine": "mariadb", "workload": "tpch", "scale_factor": 1, "queries": names, "tries": 1, "cold": True,
              "query_timeout_s": 3600, "layout": "None", "placement": {"lineitem": "capacity"}, "page_size_bytes": 16384}
-    (run / "config" / "study.json").write_text(json.dumps({
+    (run / "config" / "run.json").write_text(json.dumps({
         "run_id": run.name, "started_at": "2026-11-23T09:28:37Z", "host": "localhost", "versions": {},
-        "tiers": [], "study": study}))
+        "tiers": [], "settings": settings}))
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "role": "capacity", "emulated": False,
                                                              "device": DEVICE.replace(",", ":")}]))
     (run / "raw" / "extents.json").write_text(json.dumps({"files": [

@@ -63,7 +63,7 @@ def synthesize(run: Path, count: int) -> tuple[float, int]:
     """The raw run directory; returns the query's traced seconds and the trace's bytes."""
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "run_id": RUN_ID}))
+    (run / "manifest.json").write_text(json.dumps({"schema_version": 3, "run_id": RUN_ID}))
     dispatch, complete, sector, length, kind = _requests(count, np.random.default_rng(1))
     cpus = [[("issue", round(at * 1e9), 12033, CAPACITY_DEVICE, int(s), int(n), str(k), "mariadbd")
              for at, s, n, k in zip(dispatch, sector, length, kind, strict=True)],
@@ -87,12 +87,12 @@ def synthesize(run: Path, count: int) -> tuple[float, int]:
         {"object": table, "kind": "table", "table": table, "path": f"/t/nand/{table}.ibd", "offset_bytes": 0,
          "tier": "nand", "device": CAPACITY_DEVICE, "size_bytes": size, "extents": [[0, int(start), size]]}
         for (table, size), start in zip(TABLES.items(), offsets, strict=False)]}))
-    study = {"engine": "mariadb", "workload": "tpch", "scale_factor": 10, "queries": ["q03"], "tries": 1, "cold": True,
+    settings = {"engine": "mariadb", "workload": "tpch", "scale_factor": 10, "queries": ["q03"], "tries": 1, "cold": True,
              "trace": True, "query_timeout_s": 3600, "layout": "None", "page_size_bytes": 16384,
              "placement": {table: "capacity" for table in TABLES}}
-    (run / "config" / "study.json").write_text(json.dumps({
+    (run / "config" / "run.json").write_text(json.dumps({
         "run_id": RUN_ID, "started_at": "2026-11-25T08:00:00Z", "host": {"name": "localhost"}, "versions": {},
-        "tiers": [], "study": study}))
+        "tiers": [], "settings": settings}))
     elapsed_s = round(last_s - first_s + 2.0, 3)
     (run / "raw" / "queries.jsonl").write_text(json.dumps({
         "query": "q03", "try": 1, "status": "ok", "error": "", "elapsed_s": elapsed_s, "rows": 10, "cache": "cold",

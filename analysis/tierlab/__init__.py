@@ -5,7 +5,7 @@ __all__ = ["Run", "analyze", "load_run"]
 
 def __getattr__(name: str):
     # run_io imports pandas and the compiled metrics (about a second); the playbooks' filters import
-    # tierlab.study_vars in every task's worker process and need none of it
+    # tierlab.run_settings in every task's worker process and need none of it
     if name in __all__:
         from . import run_io
         return getattr(run_io, name)

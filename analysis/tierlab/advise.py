@@ -21,7 +21,7 @@ The functions here are pure: the runs' figures come in as a frame (run_io.run_fi
 import numpy as np
 import pandas as pd
 
-from .study_vars import COMPRESSIONS, PAGE_SIZES, RUN_VARIABLES
+from .run_settings import COMPRESSIONS, PAGE_SIZES, RUN_VARIABLES
 
 SETTINGS = ("page_size", "buffer_pool", "compression", "threads")
 # a buffer pool whose figure is within this share of the best is big enough

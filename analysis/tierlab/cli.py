@@ -14,10 +14,10 @@ from pathlib import Path
 # half in all): `tierlab manifest`, which every run calls twice, and `tierlab tiers check` need none of them
 from . import device_profile, manifest
 from .defaults import FORMATS, RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, SCAN_REQUEST_BYTES, STREAM_WINDOW
-from .errors import RunDirError, StudyInputError, TierlabError
+from .errors import InputError, RunDirError, TierlabError
 from .layout import CAPACITY, FAST, parse_layout
 from .manifest import tiers_dilation
-from .study_vars import parse_bytes
+from .run_settings import parse_bytes
 from .tiers_check import format_check, run_check
 
 
@@ -87,13 +87,13 @@ def _study(args) -> None:
         study = read_study(args.file)
         study_dir = new_study_dir(Path(args.results_dir), study)
     else:
-        raise StudyInputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
+        raise InputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
     try:
         extra = json.loads(args.extra_vars)
     except ValueError as error:
-        raise StudyInputError(f"--extra-vars {args.extra_vars!r} is not JSON ({error})") from None
+        raise InputError(f"--extra-vars {args.extra_vars!r} is not JSON ({error})") from None
     if not isinstance(extra, dict):
-        raise StudyInputError(f"--extra-vars {args.extra_vars!r}: give a JSON object, "
+        raise InputError(f"--extra-vars {args.extra_vars!r}: give a JSON object, "
                               """e.g. '{"tierlab_root": "/srv/tierlab"}'""")
     print(f"study {study_dir}", flush=True)
     record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None)
@@ -123,11 +123,11 @@ def _advise(args) -> None:
     record = read_study_record(study_dir)
     study = record["study"]
     if not set(SETTINGS) & set(study["matrix"]):
-        raise StudyInputError(f"{study_dir}: its matrix varies {', '.join(study['matrix']) or 'nothing'}; advise speaks "
+        raise InputError(f"{study_dir}: its matrix varies {', '.join(study['matrix']) or 'nothing'}; advise speaks "
                               f"of {', '.join(SETTINGS)}: run a study whose matrix varies one of them")
     ok = [point for point in record["points"] if point["status"] == "ok"]
     if not ok:
-        raise StudyInputError(f"{study_dir}: no point has an ok run yet; resume the study (tierlab study --resume "
+        raise InputError(f"{study_dir}: no point has an ok run yet; resume the study (tierlab study --resume "
                               f"{study_dir})")
     figures = pd.concat([run_figures(study_dir / point["run_id"]).assign(
         run=point["run_id"], **{name: point["variables"][name] for name in study["matrix"]}) for point in ok],
@@ -154,15 +154,15 @@ def _weights(text: str | None, queries: list[str]) -> dict[str, float]:
     for item in text.split(","):
         query, _, weight = item.partition("=")
         if query not in queries:
-            raise StudyInputError(f"--weights: {query!r} is not a traced query of these runs; they have {', '.join(queries)}")
+            raise InputError(f"--weights: {query!r} is not a traced query of these runs; they have {', '.join(queries)}")
         try:
             weights[query] = float(weight)
         except ValueError:
-            raise StudyInputError(f"--weights: {item!r} is not QUERY=NUMBER (e.g. q03=2)") from None
+            raise InputError(f"--weights: {item!r} is not QUERY=NUMBER (e.g. q03=2)") from None
         if not weights[query] >= 0:
-            raise StudyInputError(f"--weights: {item!r}: a weight is a number >= 0")
+            raise InputError(f"--weights: {item!r}: a weight is a number >= 0")
     if not any(weights.values()):
-        raise StudyInputError(f"--weights {text!r}: give at least one query a weight above 0")
+        raise InputError(f"--weights {text!r}: give at least one query a weight above 0")
     return weights
 
 
@@ -171,13 +171,13 @@ def _profiles(text: str | None, tiers: list[dict], scratch: Path) -> dict[str, P
     if text:
         given = dict(item.partition("=")[::2] for item in text.split(","))
         if set(given) != {FAST, CAPACITY}:
-            raise StudyInputError(f"--profiles {text!r}: give fast=PROFILE,capacity=PROFILE "
+            raise InputError(f"--profiles {text!r}: give fast=PROFILE,capacity=PROFILE "
                                   f"(a profile: {', '.join(device_profile.profile_names())}, or a .toml file)")
         return {role: device_profile.profile_path(profile) for role, profile in given.items()}
     profiles = {}
     for tier in tiers:
         if not (tier.get("profile") or {}).get("text"):
-            raise StudyInputError(f"tier {tier['name']} has no device model (a real device): give --profiles "
+            raise InputError(f"tier {tier['name']} has no device model (a real device): give --profiles "
                                   "fast=PROFILE,capacity=PROFILE, e.g. from playbooks/devices.yml's measurements")
         path = scratch / f"{tier['role']}.toml"
         path.write_text(tier["profile"]["text"])
@@ -192,7 +192,7 @@ def _recommend_runs(run_dirs: list[str]) -> list[tuple[Path, dict]]:
     runs = [(Path(d), read_manifest(Path(d))) for d in run_dirs]
     first_dir, first = runs[0]
     for run_dir, m in runs:
-        if not m["study"].get("trace"):
+        if not m["settings"].get("trace"):
             raise RunDirError(f"{run_dir} ran its queries untraced (trace=false); recommend needs traced runs")
         for key in ("engine", "workload"):
             if (m[key].get("name"), m[key].get("scale_factor")) != (first[key].get("name"), first[key].get("scale_factor")):
@@ -416,20 +416,21 @@ def _validate_caches(study_dir: Path, record: dict, profiles_text: str | None, s
     rows = []
     for group, runs in groups.items():
         where = " ".join(f"{k}={v}" for k, v in zip(others, group, strict=True)) or "in the study"
-        bases = [(run_dir, m) for run_dir, m in runs if not m["study"]["fast_cache_bytes"]]
+        bases = [(run_dir, m) for run_dir, m in runs if not m["settings"]["fast_cache_bytes"]]
         if not bases:
-            raise StudyInputError(f"{study_dir}: no ok run without a cache {where}; validate predicts each cache from "
+            raise InputError(f"{study_dir}: no ok run without a cache {where}; validate predicts each cache from "
                                   "a traced run without one: give fast_cache the value none in the matrix")
         measured: dict[tuple, dict[str, list[float]]] = {}
         for run_dir, m in runs:
-            if not m["study"]["fast_cache_bytes"]:
+            if not m["settings"]["fast_cache_bytes"]:
                 continue
             capacity_tier = next(t["name"] for t in m["tiers"] if t["role"] == CAPACITY)
             tiers = read_table(run_dir, "tier_metrics")
             tiers = tiers[tiers["tier"] == capacity_tier].set_index(["query", "try"])
             simulated = read_table(run_dir, "query_metrics").set_index(["query", "try"])["cache_hit_pct_simulated"]
             for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records"):
-                key = (row["query"], m["study"]["fast_cache"], m["study"]["fast_cache_bytes"], m["study"]["fast_cache_policy"])
+                settings = m["settings"]
+                key = (row["query"], settings["fast_cache"], settings["fast_cache_bytes"], settings["fast_cache_policy"])
                 figures = measured.setdefault(key, {"elapsed_s": [], "hit_pct": [], "simulated_hit_pct": []})
                 figures["elapsed_s"].append(row["elapsed_s"])
                 figures["hit_pct"].append(tiers.loc[(row["query"], row["try"]), "model_cache_hit_pct"])
@@ -465,7 +466,7 @@ def _validate(args) -> None:
     record = read_study_record(study_dir)
     matrix = record["study"]["matrix"]
     if "layout" not in matrix and "fast_cache" not in matrix:
-        raise StudyInputError(f"{study_dir}: its matrix varies neither layout nor fast_cache; validate compares the "
+        raise InputError(f"{study_dir}: its matrix varies neither layout nor fast_cache; validate compares the "
                               "layouts, or the caches, a study ran with what recommend predicts for them")
     layouts = layout_errors = caches = None
     with tempfile.TemporaryDirectory() as scratch:

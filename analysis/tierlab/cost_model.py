@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .attribute import OTHER
-from .errors import DeviceProfileError, StudyInputError
+from .errors import DeviceProfileError, InputError
 from .metrics import SECTOR_BYTES
 
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator" / "tierlab-emu"
@@ -166,7 +166,7 @@ class Window:
             tier = _codes(reads["tier"], tiers)
             strangers = sorted(set(tiers) - set(tier_roles))
             if strangers:
-                raise StudyInputError(f"requests on {', '.join(map(str, strangers))}, not one of the run's tiers "
+                raise InputError(f"requests on {', '.join(map(str, strangers))}, not one of the run's tiers "
                                       f"({', '.join(tier_roles)}): the trace has a device the run did not place "
                                       "data on")
             device = _codes(reads["device"], devices).astype(np.uint64)
@@ -182,7 +182,7 @@ class Window:
             parts["traced"].append(np.array([ROLES.index(tier_roles[t]) for t in tiers] + [0], dtype=np.uint8)[tier])
         tables = sorted(set(objects) - {OTHER})
         if len(tables) > MAX_TABLES_READ:
-            raise StudyInputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
+            raise InputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
                                   f"recommend takes queries reading at most {MAX_TABLES_READ}")
         # the model's clock first, in place: memory holds the parts, and one field twice as it is joined
         at_ns = _joined(parts.pop("ts_us"), np.float64)
@@ -406,7 +406,7 @@ class PageAccesses:
     @classmethod
     def of(cls, window: Window, page_bytes: int) -> "PageAccesses":
         if page_bytes <= 0 or page_bytes & (page_bytes - 1):
-            raise StudyInputError(f"a page of {page_bytes} bytes; the cache simulation takes pages of a power of two")
+            raise InputError(f"a page of {page_bytes} bytes; the cache simulation takes pages of a power of two")
         if len(window.at_ns) == 0:
             return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), 0)
         # pages and devices by shifts: DEVICE_SPAN_BYTES is a power of two too, and a multiple of any page size,
@@ -422,7 +422,7 @@ class PageAccesses:
         else:
             first, count, pages = _pages_touched(window.offset_bytes, window.length_bytes, page)
         if pages >= 2**31:
-            raise StudyInputError(f"the window touches {pages:,} pages of {page_bytes} bytes; the cache simulation "
+            raise InputError(f"the window touches {pages:,} pages of {page_bytes} bytes; the cache simulation "
                                   "takes fewer than 2^31")
         return cls(first, count, pages)
 

@@ -5,8 +5,9 @@ class TierlabError(Exception):
     """Base of every error tierlab reports to a user."""
 
 
-class StudyInputError(TierlabError):
-    """A study variable (-e name=value) is not allowed; nothing has been touched yet."""
+class InputError(TierlabError):
+    """A value the user gave (a run's -e variable, a study file, a command's argument) is not allowed; nothing
+    has been touched yet."""
 
 
 class TraceFormatError(TierlabError):

@@ -5,7 +5,7 @@ table codes joined by `+` (`C+O`: customer and orders on the fast tier).
 Every table not named sits on the capacity tier.
 """
 
-from .errors import StudyInputError
+from .errors import InputError
 from .workloads import WORKLOADS
 
 FAST = "fast"
@@ -19,7 +19,7 @@ def _allowed(workload: str) -> str:
 def parse_layout(text: str, workload: str = "tpch") -> dict[str, str]:
     """{table: 'fast' | 'capacity'} for every table of the workload."""
     if workload not in WORKLOADS:
-        raise StudyInputError(f"workload {workload!r} is unknown; allowed: {', '.join(WORKLOADS)}")
+        raise InputError(f"workload {workload!r} is unknown; allowed: {', '.join(WORKLOADS)}")
     codes = WORKLOADS[workload].codes
     text = str(text).strip()
     if text == "None":
@@ -30,12 +30,12 @@ def parse_layout(text: str, workload: str = "tpch") -> dict[str, str]:
         given = text.split("+")
         unknown = [code for code in given if code not in codes]
         if unknown:
-            raise StudyInputError(
+            raise InputError(
                 f"layout {text!r}: unknown table code(s) {', '.join(repr(c) for c in unknown)}; allowed: {_allowed(workload)}"
             )
         repeated = sorted({code for code in given if given.count(code) > 1})
         if repeated:
-            raise StudyInputError(
+            raise InputError(
                 f"layout {text!r}: table code(s) {', '.join(repeated)} given more than once; name each table once"
             )
         fast = {codes[code] for code in given}

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import RunDirError
-from .study_vars import WORKLOAD_VARIABLES
+from .run_settings import WORKLOAD_VARIABLES
 
 # the results format this tierlab writes (results/README.md)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("ok", "partial", "failed")
 
 
@@ -23,6 +23,22 @@ def tiers_dilation(tiers: list[dict]) -> float | None:
     tier); the same on every modelled tier of a host, and 1 for tiers calibrated before dilation existed."""
     found = {t["calibration"].get("dilation", 1.0) for t in tiers if t.get("calibration")}
     return max(found) if found else None
+
+
+def read_run_config(run_dir: Path) -> dict | None:
+    """config/run.json, what the run was started with: run_id, started_at, host, tiers, versions and its validated
+    settings; runs of results formats 1 and 2 wrote it as config/study.json, the settings under `study`. None when
+    the run has neither."""
+    for name, settings_key in (("run.json", "settings"), ("study.json", "study")):
+        path = run_dir / "config" / name
+        if path.exists():
+            try:
+                record = json.loads(path.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise RunDirError(f"{path} is not valid JSON ({exc}); it was damaged after the run wrote it") from None
+            record["settings"] = record.pop(settings_key)
+            return record
+    return None
 
 
 def query_rows(run_dir: Path) -> list[dict]:
@@ -77,7 +93,7 @@ def phase_durations(phases: dict[str, str], finished_at: str) -> dict[str, float
     return {name: round((t - prev).total_seconds(), 3) for (prev, _), (t, name) in zip(marks, marks[1:], strict=False)}
 
 
-def layout_files(study: dict, extents: dict | None) -> dict:
+def layout_files(settings: dict, extents: dict | None) -> dict:
     """Per table: its tier by the layout, where its own file is (the first segment of its heap),
     the bytes of all its files and the bytes they hold on the devices (their extents': less where
     the engine or the file system compressed them, or punched holes), and each file (indexes, TOAST
@@ -87,7 +103,7 @@ def layout_files(study: dict, extents: dict | None) -> dict:
         # runs written before objects had several files name only the table
         by_table.setdefault(item.get("table", item["object"]), []).append(item)
     layout = {}
-    for table, tier in study["placement"].items():
+    for table, tier in settings["placement"].items():
         files = [{**f, "stored_bytes": sum(length for _, _, length in f["extents"])} for f in by_table.get(table, [])]
         own = next((f for f in files if f["object"] == table and not f.get("offset_bytes")), {})
         layout[table] = {
@@ -111,11 +127,13 @@ def tiers_fidelity(tiers: list[dict], tiers_check: dict | None) -> dict:
 
 
 def build(run_dir: Path, status: str, error: str = "", phases: dict | None = None, with_artifacts: bool = True) -> dict:
-    record = json.loads((run_dir / "config" / "study.json").read_text())
-    study = record["study"]
+    record = read_run_config(run_dir)
+    if record is None:
+        raise RunDirError(f"{run_dir / 'config' / 'run.json'} is missing; a run directory holds it from the playbook")
+    settings = record["settings"]
     previous = _optional_json(run_dir / "manifest.json") or {}
     rows = query_rows(run_dir)
-    expected = len(study["queries"]) * study["tries"]
+    expected = len(settings["queries"]) * settings["tries"]
     if status == "auto":
         status = "ok" if len(rows) >= expected else "partial"
     finished_at = datetime.now(UTC).isoformat()
@@ -126,7 +144,7 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
     trace_backend = _optional_json(run_dir / "raw" / "trace_backend.json")
     tiers = _optional_json(run_dir / "raw" / "tiers.json") or record["tiers"]
     tiers_check = _optional_json(run_dir / "raw" / "tiers_check.json")
-    engine = _optional_json(run_dir / "raw" / "engine.json") or {"name": study["engine"]}
+    engine = _optional_json(run_dir / "raw" / "engine.json") or {"name": settings["engine"]}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": record["run_id"],
@@ -140,13 +158,14 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
         "tiers_fidelity": tiers_fidelity(tiers, tiers_check),
         "engine": engine,
         "workload": {
-            "name": study["workload"], "scale": study.get("scale"),
-            **{name: study.get(name) for name in WORKLOAD_VARIABLES}, "queries": study["queries"],
-            "tries": study["tries"], "cache_state": "cold" if study["cold"] else "warm",
-            "query_timeout_s": study["query_timeout_s"],
+            "name": settings["workload"], "scale": settings.get("scale"),
+            **{name: settings.get(name) for name in WORKLOAD_VARIABLES}, "queries": settings["queries"],
+            "tries": settings["tries"], "cache_state": "cold" if settings["cold"] else "warm",
+            "query_timeout_s": settings["query_timeout_s"],
         },
-        "study": study,
-        "layout": {"name": study["layout"], "tables": layout_files(study, _optional_json(run_dir / "raw" / "extents.json"))},
+        "settings": settings,
+        "layout": {"name": settings["layout"],
+                   "tables": layout_files(settings, _optional_json(run_dir / "raw" / "extents.json"))},
         "load": _optional_json(run_dir / "raw" / "load.json"),
         "queries": {
             "expected_tries": expected, "recorded_tries": len(rows),

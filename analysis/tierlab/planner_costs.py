@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .cost_model import closed_loop
 from .defaults import SCAN_REQUEST_BYTES
-from .errors import StudyInputError
+from .errors import InputError
 from .layout import CAPACITY, FAST
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -41,7 +41,7 @@ def planner_costs(profiles: dict[str, Path], page_bytes: int = 8192,
                   scan_request_bytes: int = SCAN_REQUEST_BYTES) -> dict[str, dict]:
     """Per tier role (fast, capacity): its page times on the model, and the tablespace options they give."""
     if scan_request_bytes < page_bytes:
-        raise StudyInputError(f"a scan's request of {scan_request_bytes} bytes is smaller than a page of "
+        raise InputError(f"a scan's request of {scan_request_bytes} bytes is smaller than a page of "
                               f"{page_bytes} bytes; allowed: a request of at least one page")
     tiers = {role: _tier(profiles[role], page_bytes, scan_request_bytes) for role in (FAST, CAPACITY)}
     unit = tiers[CAPACITY]["seq_page_us"]
@@ -51,8 +51,8 @@ def planner_costs(profiles: dict[str, Path], page_bytes: int = 8192,
     return tiers
 
 
-def study_variables(tiers: dict[str, dict]) -> list[str]:
-    """The playbooks' -e variables that set these costs on a PostgreSQL study's tablespaces."""
+def run_variables(tiers: dict[str, dict]) -> list[str]:
+    """The playbooks' -e variables that set these costs on a PostgreSQL run's tablespaces."""
     return [f"{role}_{name}={tiers[role][name]:g}" for role in (FAST, CAPACITY)
             for name in ("seq_page_cost", "random_page_cost", "effective_io_concurrency")]
 
@@ -67,4 +67,4 @@ def format_costs(tiers: dict[str, dict], page_bytes: int, scan_request_bytes: in
                      f"{tier['seq_page_cost']:>13g} {tier['random_page_cost']:>16g} "
                      f"{tier['effective_io_concurrency']:>24}  {tier['profile']}")
     return "\n".join([*lines, "", "ansible-playbook playbooks/ssb.yml -e engine=postgresql "
-                      + " ".join(f"-e {v}" for v in study_variables(tiers))])
+                      + " ".join(f"-e {v}" for v in run_variables(tiers))])

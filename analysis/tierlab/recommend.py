@@ -10,9 +10,9 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from .errors import StudyInputError
+from .errors import InputError
 from .layout import CAPACITY, FAST, layout_name
-from .study_vars import human_bytes
+from .run_settings import human_bytes
 
 # more tables than this make 2^n layouts too many to enumerate
 MAX_TABLES = 16
@@ -45,7 +45,7 @@ def all_layouts(table_bytes: dict[str, int]) -> pd.DataFrame:
     fast-tier bytes."""
     tables = sorted(table_bytes)
     if len(tables) > MAX_TABLES:
-        raise StudyInputError(f"{len(tables)} tables make {2 ** len(tables)} layouts; at most {MAX_TABLES} tables")
+        raise InputError(f"{len(tables)} tables make {2 ** len(tables)} layouts; at most {MAX_TABLES} tables")
     fast = pd.DataFrame(list(product([False, True], repeat=len(tables))), columns=tables)
     fast["fast_bytes"] = fast[tables].to_numpy() @ np.array([table_bytes[t] for t in tables], dtype=np.int64)
     return fast

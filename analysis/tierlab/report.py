@@ -185,11 +185,11 @@ def _workload_label(workload: dict) -> str:
     return f"{workload.get('name', '')} {scale}, {workload.get('cache_state', '')}"
 
 
-def _fast_cache_label(study: dict) -> str:
-    if not study.get("fast_cache_bytes"):
+def _fast_cache_label(settings: dict) -> str:
+    if not settings.get("fast_cache_bytes"):
         return "no"
-    return (f"{study['fast_cache_bytes'] / 2**20:.0f} MiB in front of the capacity tier, admitting "
-            f"{'every page read' if study['fast_cache_policy'] == 'lru' else 'on a second access'}")
+    return (f"{settings['fast_cache_bytes'] / 2**20:.0f} MiB in front of the capacity tier, admitting "
+            f"{'every page read' if settings['fast_cache_policy'] == 'lru' else 'on a second access'}")
 
 
 def run_context(manifest: dict) -> list[tuple[str, str]]:
@@ -202,7 +202,7 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
         ("engine from", manifest.get("engine", {}).get("source", "")),
         ("workload", _workload_label(workload)),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
-        ("fast tier as a block cache", _fast_cache_label(manifest.get("study") or {})),
+        ("fast tier as a block cache", _fast_cache_label(manifest.get("settings") or {})),
         ("compression", (manifest.get("load") or {}).get("compression") or "none"),
         ("data on the devices", _stored_label(manifest.get("layout", {}))),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),

@@ -22,7 +22,7 @@ from .contract import contract
 from .defaults import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from .engine_view import engine_view
 from .errors import RunDirError
-from .manifest import query_rows, tiers_dilation
+from .manifest import query_rows, read_run_config, tiers_dilation
 from .metrics import (
     LATENCY_EDGES_US,
     Pieces,
@@ -37,12 +37,13 @@ from .parse_ftrace import parse_ftrace
 from .parse_ftrace_raw import parse_ftrace_raw
 from .plans import plan_accesses
 from .prefetch import prefetched, sink_on_thread
-from .study_vars import buffer_pool_bytes
+from .run_settings import buffer_pool_bytes
 from .throughput import throughput
 
 # the formats this tierlab reads (results/README.md): 1 is 2 before engines other than MariaDB (one file per table, no
-# offset_bytes in extents.json, InnoDB's counters only, no plans), which it reads as such
-READ_VERSIONS = (1, 2)
+# offset_bytes in extents.json, InnoDB's counters only, no plans), which it reads as such; 2 is 3 with the run's
+# settings under `study` (in the manifest, and in config/study.json for config/run.json)
+READ_VERSIONS = (1, 2, 3)
 # a step's co-runner (the run's corun query): its id, its runs that ended within the window and their mean
 # seconds, and why it stopped early; empty in the rows of a run without one
 CORUN_COLUMNS = ["corun", "corun_runs", "corun_elapsed_s", "corun_error"]
@@ -77,11 +78,16 @@ class Window:
 @dataclass
 class Run:
     path: Path
-    study: dict
+    # config/run.json: run_id, started_at, host, tiers, versions and the run's validated settings
+    config: dict
     queries: pd.DataFrame
     counters: pd.DataFrame
     device_model: pd.DataFrame
     tiers: list[dict]
+
+    @property
+    def settings(self) -> dict:
+        return self.config["settings"]
 
     @property
     def dilation(self) -> float | None:
@@ -135,7 +141,7 @@ def cut_traces(queries: pd.DataFrame) -> list[tuple[str, int]]:
 
 def _read_json(path: Path):
     if not path.exists():
-        raise RunDirError(f"{path} is missing; a run directory holds config/study.json and raw/ from the playbook")
+        raise RunDirError(f"{path} is missing; a run directory holds manifest.json, config/ and raw/ from the playbook")
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -152,6 +158,8 @@ def read_manifest(run_dir: Path) -> dict:
         raise RunDirError(f"{run_dir}: results schema_version {version!r} is not one this tierlab reads "
                           f"(it reads {', '.join(map(str, READ_VERSIONS))}); read it with the tierlab version that wrote it "
                           f"(versions.tierlab_git in its manifest)")
+    if version < 3 and "study" in manifest:
+        manifest["settings"] = manifest.pop("study")
     return manifest
 
 
@@ -254,9 +262,11 @@ def load_run(path: str | Path) -> Run:
     """A run's configuration, queries, counters and device model counts; its traces are read by Run.windows."""
     run_dir = Path(path)
     read_manifest(run_dir)
-    study = _read_json(run_dir / "config" / "study.json")
+    config = read_run_config(run_dir)
+    if config is None:
+        raise RunDirError(f"{run_dir / 'config' / 'run.json'} is missing; a run directory holds it from the playbook")
     tiers = _read_json(run_dir / "raw" / "tiers.json") if (run_dir / "raw" / "tiers.json").exists() else []
-    return Run(run_dir, study, read_query_rows(run_dir).drop(columns=["trace_files"]), read_counters(run_dir),
+    return Run(run_dir, config, read_query_rows(run_dir).drop(columns=["trace_files"]), read_counters(run_dir),
                read_device_model(run_dir), tiers)
 
 
@@ -297,9 +307,9 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     """tables/ of a run: queries, query_metrics, tier_metrics, table_metrics, size_histogram, read_latency,
     trace_counts, and the parameters the metrics were computed with. The traces are read one query window
     at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go."""
-    page_bytes = run.study["study"]["page_size_bytes"]
+    page_bytes = run.settings["page_size_bytes"]
     # runs from before fast_cache existed had none
-    fast_cache = run.study["study"].get("fast_cache_bytes", 0)
+    fast_cache = run.settings.get("fast_cache_bytes", 0)
     capacity_tier = next((t["name"] for t in run.tiers if t["role"] == "capacity"), None) if fast_cache else None
     rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": [], "counts": []}
     latency: dict[str, np.ndarray] = {}
@@ -318,7 +328,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
             if fast_cache:
                 # what the cost model says the capacity tier's emulated cache served, beside what it counted
                 rows["query"][-1]["cache_hit_pct_simulated"] = cost_model.device_cache_hit_pct(
-                    requests[requests["tier"] == capacity_tier], page_bytes, fast_cache, run.study["study"]["fast_cache_policy"])
+                    requests[requests["tier"] == capacity_tier], page_bytes, fast_cache, run.settings["fast_cache_policy"])
             # groups by the categoricals' codes (their categories are sorted, so the groups come out sorted)
             tiers, objects = requests["tier"].cat, requests["object"].cat
             tier_codes, object_codes = tiers.codes.to_numpy()[pieces.row], objects.codes.to_numpy()[pieces.row]
@@ -350,7 +360,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         query_metrics["elapsed_s"] = [elapsed.get((q, t), np.nan)
                                       for q, t in zip(query_metrics["query"], query_metrics["try"], strict=True)]
         query_metrics["io_share_pct"] = 100.0 * query_metrics["io_time_s"] / query_metrics["elapsed_s"]
-        view = engine_view(run.study["study"]["engine"], run.counters)
+        view = engine_view(run.settings["engine"], run.counters)
         if not view.empty:
             query_metrics = query_metrics.merge(view, on=["query", "try"], how="left")
         if "engine_sequential_pct" in query_metrics:
@@ -365,7 +375,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "tier_metrics": tier_metrics,
         "contract": contract(tier_metrics, trace_counts, run.profiles()),
         "table_metrics": pd.DataFrame(rows["table"]),
-        "plan_accesses": read_plan_accesses(run.path, run.study["study"]["engine"], set(run.study["study"]["placement"])),
+        "plan_accesses": read_plan_accesses(run.path, run.settings["engine"], set(run.settings["placement"])),
         "size_histogram": pd.DataFrame(rows["size"]),
         "read_latency": pd.DataFrame([{"tier": tier, "latency_le_us": edge, "reads": int(count)}
                                       for tier, counts in sorted(latency.items())
@@ -407,19 +417,19 @@ def run_figures(run_dir: Path) -> pd.DataFrame:
     """The figures a study compares runs by, one row per step: a timed workload's transactions per second per
     test (tables/throughput.csv), or a query workload's time, the sum of its queries' median elapsed seconds
     (NaN where a query has no ok try); with the bytes its data holds on the devices, its buffer pool bytes and
-    all its settings (run_settings: the manifest's validated study)."""
+    all its settings (run_settings: the manifest's validated settings)."""
     manifest = read_manifest(run_dir)
-    study = manifest["study"]
+    settings = manifest["settings"]
     sizes = [table.get("stored_bytes") for table in manifest["layout"]["tables"].values()]
     context = {"data_bytes": sum(sizes) if sizes and None not in sizes else np.nan,
-               "buffer_pool_bytes": buffer_pool_bytes(study), "run_settings": study}
+               "buffer_pool_bytes": buffer_pool_bytes(settings), "run_settings": settings}
     if (run_dir / "tables" / "throughput.csv").exists():
         totals = read_table(run_dir, "throughput").groupby("query")["tps"].median()
         return pd.DataFrame([{"step": step, "figure": tps, "unit": "transactions/s", "higher_is_better": True,
                               **context} for step, tps in totals.items()])
     queries = read_table(run_dir, "queries")
     elapsed = queries[queries["status"] == "ok"].groupby("query")["elapsed_s"].median()
-    complete = set(elapsed.index) == set(study["queries"])
+    complete = set(elapsed.index) == set(settings["queries"])
     return pd.DataFrame([{"step": "all queries", "figure": elapsed.sum() if complete else np.nan, "unit": "s",
                           "higher_is_better": False, **context}])
 

@@ -38,8 +38,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .errors import RunDirError, StudyInputError
-from .study_vars import (
+from .errors import InputError, RunDirError
+from .manifest import read_run_config
+from .run_settings import (
     DEFAULT_PAGE_SIZE,
     ENGINE_VARIABLES,
     FAST_CACHE_DEFAULTS,
@@ -65,7 +66,7 @@ def _scalar(where: str, value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if not isinstance(value, str | int | float) or isinstance(value, float) and value != value:
-        raise StudyInputError(f"{where}: {value!r} is not a single value (a string or a number)")
+        raise InputError(f"{where}: {value!r} is not a single value (a string or a number)")
     return str(value)
 
 
@@ -75,9 +76,9 @@ def read_study(path: str | Path) -> dict:
     try:
         spec = yaml.safe_load(path.read_text())
     except OSError as error:
-        raise StudyInputError(f"{path}: cannot read the study file ({error.strerror})") from None
+        raise InputError(f"{path}: cannot read the study file ({error.strerror})") from None
     except yaml.YAMLError as error:
-        raise StudyInputError(f"{path} is not valid YAML ({error})") from None
+        raise InputError(f"{path} is not valid YAML ({error})") from None
     return checked_study(spec, path)
 
 
@@ -102,33 +103,33 @@ def checked_study(spec, path: Path) -> dict:
     """A study from its file's mapping: its keys, its variables' names, and every point's values checked
     as the playbook checks them."""
     if not isinstance(spec, dict):
-        raise StudyInputError(f"{path}: a study file is a mapping with {', '.join(STUDY_KEYS)}")
+        raise InputError(f"{path}: a study file is a mapping with {', '.join(STUDY_KEYS)}")
     unknown = sorted(set(spec) - set(STUDY_KEYS))
     if unknown:
-        raise StudyInputError(f"{path}: unknown key(s) {', '.join(unknown)}; a study file has {', '.join(STUDY_KEYS)}")
+        raise InputError(f"{path}: unknown key(s) {', '.join(unknown)}; a study file has {', '.join(STUDY_KEYS)}")
     name = str(spec.get("name", ""))
     if not NAME.fullmatch(name):
-        raise StudyInputError(f"{path}: name {name!r} is not allowed; allowed: letters, digits, '.', '_' and '-', "
+        raise InputError(f"{path}: name {name!r} is not allowed; allowed: letters, digits, '.', '_' and '-', "
                               "starting with a letter or digit, at most 64")
     workload = spec.get("workload")
     if workload not in PLAYBOOKS:
-        raise StudyInputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(PLAYBOOKS)}")
+        raise InputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(PLAYBOOKS)}")
     variables, matrix = spec.get("variables") or {}, spec.get("matrix") or {}
     if not isinstance(variables, dict) or not isinstance(matrix, dict):
-        raise StudyInputError(f"{path}: variables and matrix are mappings of variable names")
+        raise InputError(f"{path}: variables and matrix are mappings of variable names")
     for variable in [*variables, *matrix]:
         if variable not in RUN_VARIABLES:
-            raise StudyInputError(f"{path}: {variable!r} is not a run variable; the run variables are "
+            raise InputError(f"{path}: {variable!r} is not a run variable; the run variables are "
                                   f"{', '.join(RUN_VARIABLES)}")
     both = sorted(set(variables) & set(matrix))
     if both:
-        raise StudyInputError(f"{path}: {', '.join(both)} in both variables and matrix; give each in one of them")
+        raise InputError(f"{path}: {', '.join(both)} in both variables and matrix; give each in one of them")
     for variable, values in matrix.items():
         if not isinstance(values, list) or not values:
-            raise StudyInputError(f"{path}: matrix {variable}: give a list of one or more values, e.g. [None, ALL]")
+            raise InputError(f"{path}: matrix {variable}: give a list of one or more values, e.g. [None, ALL]")
     repetitions = spec.get("repetitions", 1)
     if not isinstance(repetitions, int) or isinstance(repetitions, bool) or not 1 <= repetitions <= 100:
-        raise StudyInputError(f"{path}: repetitions {repetitions!r} is not allowed; allowed: a whole number from 1 to 100")
+        raise InputError(f"{path}: repetitions {repetitions!r} is not allowed; allowed: a whole number from 1 to 100")
     study = {"name": name, "workload": workload,
              "variables": {k: _scalar(f"{path}: variables {k}", v) for k, v in variables.items()},
              "matrix": {k: [_scalar(f"{path}: matrix {k}", v) for v in values] for k, values in matrix.items()},
@@ -137,9 +138,9 @@ def checked_study(spec, path: Path) -> dict:
     for point in points(study):
         try:
             validate({**defaults, **point["variables"], "workload": workload})
-        except StudyInputError as error:
+        except InputError as error:
             where = " ".join(f"{k}={v}" for k, v in point["variables"].items() if k in matrix)
-            raise StudyInputError(f"{path}: point {point['point']} ({where}): {error}") from None
+            raise InputError(f"{path}: point {point['point']} ({where}): {error}") from None
     return study
 
 
@@ -161,25 +162,26 @@ def _write(study_dir: Path, record: dict) -> None:
 
 
 def _run_dirs(study_dir: Path, host: str) -> set[str]:
-    """The runs in study_dir that host ran (config/study.json says which host)."""
+    """The runs in study_dir that host ran (each run's config/run.json says which host)."""
     found = set()
-    for config in study_dir.glob("*/config/study.json"):
+    for run_dir in study_dir.iterdir():
         try:
-            if json.loads(config.read_text())["host"]["name"] == host:
-                found.add(config.parent.parent.name)
-        except (OSError, ValueError, KeyError, TypeError):
+            config = read_run_config(run_dir) if run_dir.is_dir() else None
+        except RunDirError:
             continue
+        if config is not None and config.get("host", {}).get("name") == host:
+            found.add(run_dir.name)
     return found
 
 
 def inventory_hosts(inventory: Path | None) -> list[str]:
     """The inventory's hosts in its order (ansible.cfg's inventory unless one is given)."""
     if inventory and not inventory.exists():
-        raise StudyInputError(f"inventory {inventory}: no such file or directory")
+        raise InputError(f"inventory {inventory}: no such file or directory")
     command = [str(ANSIBLE_INVENTORY), "--list", *(["-i", str(inventory)] if inventory else [])]
     done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, env={**os.environ, **ANSIBLE_ENV})
     if done.returncode != 0:
-        raise StudyInputError(f"inventory {inventory or '(ansible.cfg)'}: ansible-inventory failed: "
+        raise InputError(f"inventory {inventory or '(ansible.cfg)'}: ansible-inventory failed: "
                               f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
     groups = json.loads(done.stdout)
     hosts: list[str] = []
@@ -193,7 +195,7 @@ def inventory_hosts(inventory: Path | None) -> list[str]:
 
     walk("all")
     if not hosts:
-        raise StudyInputError(f"inventory {inventory or '(ansible.cfg)'} has no hosts; give an inventory that names "
+        raise InputError(f"inventory {inventory or '(ansible.cfg)'} has no hosts; give an inventory that names "
                               "at least one (playbooks/inventory/local.yml is this host)")
     return hosts
 
@@ -258,11 +260,11 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     time on each, recording each as it ends; an interrupt stops the study once the points that run have ended."""
     given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
     if given:
-        raise StudyInputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
+        raise InputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
                               "matrix), so that study.json says what each run had; results_dir and resume are the study's")
     study_dir = study_dir.resolve()     # the playbook runs from the project, which may not be the current directory
     if not ANSIBLE_PLAYBOOK.exists():
-        raise StudyInputError(f"{ANSIBLE_PLAYBOOK} is missing: a study runs the playbooks with the ansible installed "
+        raise InputError(f"{ANSIBLE_PLAYBOOK} is missing: a study runs the playbooks with the ansible installed "
                               "beside tierlab (make setup installs it)")
     inventory = inventory.resolve() if inventory else None
     hosts = inventory_hosts(inventory)
@@ -271,7 +273,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     if record_file.exists():
         record = json.loads(record_file.read_text())
         if record["study"] != study:
-            raise StudyInputError(f"{study_dir} holds another study (its study.json differs from the study file); "
+            raise InputError(f"{study_dir} holds another study (its study.json differs from the study file); "
                                   "resume it with the study file it was started with, or start a new study")
     else:
         record = {"schema_version": SCHEMA_VERSION, "study_id": study_dir.name, "study": study,

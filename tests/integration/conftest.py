@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-class Study:
+class Lab:
     """The playbooks run under a tierlab root of the tests' own, with ports of its own (another root, with its
     own ports and settings, can be had beside it)."""
 
@@ -59,7 +59,7 @@ class Study:
         return [str(ROOT / ".venv/bin/tierlab"), "study", *args, "--extra-vars",
                 json.dumps({"tierlab_root": self.root, **self.settings})]
 
-    def study(self, spec: Path) -> Path:
+    def lab(self, spec: Path) -> Path:
         """A study file run by `tierlab study` on this root: its study directory."""
         before = self.run_ids()
         done = subprocess.run(self.study_command(str(spec), "--results-dir", str(self.results_dir)), cwd=ROOT,
@@ -88,10 +88,10 @@ def placement_now(run_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def study(tmp_path_factory):
-    study = Study(tmp_path_factory.mktemp("results"))
-    yield study
-    study.playbook("teardown.yml", purge=True)
+def lab(tmp_path_factory):
+    lab = Lab(tmp_path_factory.mktemp("results"))
+    yield lab
+    lab.playbook("teardown.yml", purge=True)
     assert_torn_down(TEST_ROOT)
 
 
@@ -109,10 +109,10 @@ def assert_torn_down(root: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def layout_runs(study):
+def layout_runs(lab):
     """One run per layout, in order; the placement of the files is taken right after each."""
     runs = {}
     for layout in ("None", "ALL", "C+O"):
-        run_dir = study.run(layout)
+        run_dir = lab.run(layout)
         runs[layout] = {"dir": run_dir, "placement": placement_now(run_dir)}
     return runs

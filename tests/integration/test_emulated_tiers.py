@@ -23,11 +23,11 @@ def contrast(check: dict, name: str, medium: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def check(study):
+def check(lab):
     """The self-check the tiers role ran on bringing the tiers up, which every run's manifest carries (and
     `tierlab tiers check` runs again)."""
-    study.playbook("tpch.yml", "--tags", "tiers")
-    return json.loads(Path(study.root, "state", "tiers-check.json").read_text())
+    lab.playbook("tpch.yml", "--tags", "tiers")
+    return json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
 
 
 @pytest.mark.parametrize("medium", MEDIA)
@@ -73,8 +73,8 @@ def test_the_check_states_the_host_s_dilation_and_each_job_s_dilated_target(chec
 
 
 @pytest.mark.parametrize("tier", ["optane", "nand"])
-def test_the_auto_dilation_is_one_at_which_each_model_carried_its_deepest_job(check, study, tier):
-    calibration = json.loads(Path(study.root, "emulator", "mnt", f"{tier}.calibration.json").read_text())
+def test_the_auto_dilation_is_one_at_which_each_model_carried_its_deepest_job(check, lab, tier):
+    calibration = json.loads(Path(lab.root, "emulator", "mnt", f"{tier}.calibration.json").read_text())
     dilation, shares = calibration["throughput_held"][-1]
     assert dilation == check["dilation"]
     assert min(shares.values()) >= 0.9, calibration["throughput_held"]
@@ -86,12 +86,12 @@ def test_the_check_reports_each_tier_s_emulator_counters(check):
 
 
 @pytest.fixture(scope="module")
-def devices(study):
+def devices(lab):
     """playbooks/devices.yml on the same tiers, short jobs: its results directory and each fitted profile."""
-    before = study.run_ids()
-    study.playbook("devices.yml", devices_runtime_s=0.3, devices_sustained_s=8)
-    (new,) = [name for name in study.run_ids() - before if name.startswith("devices_")]
-    run_dir = study.results_dir / new
+    before = lab.run_ids()
+    lab.playbook("devices.yml", devices_runtime_s=0.3, devices_sustained_s=8)
+    (new,) = [name for name in lab.run_ids() - before if name.startswith("devices_")]
+    run_dir = lab.results_dir / new
     return run_dir, {tier: load(run_dir / "profiles" / f"{tier}.toml") for tier in ("optane", "nand")}
 
 
@@ -132,8 +132,8 @@ def test_the_fitted_profiles_run_in_the_emulator_and_the_curves_are_kept(devices
     assert "sustained 128 KiB writes" in (run_dir / "report.html").read_text()
 
 
-def test_the_device_suite_leaves_no_scratch_file_on_a_tier(devices, study):
-    assert list(Path(study.root, "tiers").glob("*/.tierlab-devices")) == []
+def test_the_device_suite_leaves_no_scratch_file_on_a_tier(devices, lab):
+    assert list(Path(lab.root, "tiers").glob("*/.tierlab-devices")) == []
 
 
 @pytest.mark.parametrize(("sent", "said"), [(signal.SIGKILL, "has exited"), (signal.SIGSTOP, "did not answer within 10 s")])

@@ -8,7 +8,7 @@ import pytest
 from answers import read_answer, same_answer
 
 import tierlab
-from tierlab.study_vars import POSTGRESQL_BACKEND_BYTES, POSTGRESQL_PROCESS_BYTES
+from tierlab.run_settings import POSTGRESQL_BACKEND_BYTES, POSTGRESQL_PROCESS_BYTES
 from tierlab.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,28 +18,28 @@ L_FAST = {"lineitem", "lineitem_pkey", "lineitem_partkey_suppkey", "lineitem_sup
 
 
 @pytest.fixture(scope="session")
-def postgresql_runs(study, layout_runs):
+def postgresql_runs(lab, layout_runs):
     """Every query on PostgreSQL under C+O (warm and untraced: for answers, plans and placement), then Q3 cold
     and traced under L, which moves what changes tier."""
-    return {"C+O": study.run("C+O", engine="postgresql", queries="all", cold=False, trace=False),
-            "L": study.run("L", engine="postgresql", queries="3")}
+    return {"C+O": lab.run("C+O", engine="postgresql", queries="all", cold=False, trace=False),
+            "L": lab.run("L", engine="postgresql", queries="3")}
 
 
 @pytest.fixture(scope="session")
-def mysql_runs(study, layout_runs):
+def mysql_runs(lab, layout_runs):
     """The same on MySQL (Debian sid's, in a chroot): every query warm under C+O, then Q3 cold and traced under L."""
-    return {"C+O": study.run("C+O", engine="mysql", queries="all", cold=False, trace=False),
-            "L": study.run("L", engine="mysql", queries="3")}
+    return {"C+O": lab.run("C+O", engine="mysql", queries="all", cold=False, trace=False),
+            "L": lab.run("L", engine="mysql", queries="3")}
 
 
 @pytest.fixture(scope="session")
-def mariadb_answers(study, layout_runs, tmp_path_factory):
+def mariadb_answers(lab, layout_runs, tmp_path_factory):
     """Every query on MariaDB for its answers, through the query loop's execute on the instance the layout runs
     loaded (a run of its own would add a playbook's fixed cost and nothing else)."""
     output = tmp_path_factory.mktemp("mariadb_answers")
     for number in range(1, 23):
         sql = (ROOT / "queries" / "tpch" / "mysql" / f"q{number:02d}.sql").read_text()
-        done = study.execute("mariadb-16k", sql, 300, output / f"q{number:02d}_try1.tsv")
+        done = lab.execute("mariadb-16k", sql, 300, output / f"q{number:02d}_try1.tsv")
         assert done["status"] == "ok", (number, done)
     return output
 
@@ -107,35 +107,35 @@ def test_a_layout_change_moves_each_table_and_index_with_its_time(postgresql_run
             assert (item["tier"], os.stat(item["path"]).st_dev) == (expected, tier_devices[expected]), item["object"]
 
 
-def test_the_server_runs_inside_its_memory_bound(study, postgresql_runs):
+def test_the_server_runs_inside_its_memory_bound(lab, postgresql_runs):
     manifest = json.loads((postgresql_runs["L"] / "manifest.json").read_text())
     shared_buffers = manifest["engine"]["settings"]["shared_buffers"]
     assert shared_buffers.endswith("MB")
     # os_cache's 64 MiB, and the two parallel workers of parallel_workers=2 beside the query's connection
     assert manifest["engine"]["memory_limit_bytes"] == (int(shared_buffers[:-2]) << 20) + (64 << 20) + \
         POSTGRESQL_PROCESS_BYTES + 2 * POSTGRESQL_BACKEND_BYTES
-    group = Path("/sys/fs/cgroup/memory", f"{Path(study.root).name}-postgresql-8k")
+    group = Path("/sys/fs/cgroup/memory", f"{Path(lab.root).name}-postgresql-8k")
     assert int((group / "memory.limit_in_bytes").read_text()) == manifest["engine"]["memory_limit_bytes"]
-    (server,) = [e for e in json.loads(Path(study.root, "state", "created.json").read_text())
+    (server,) = [e for e in json.loads(Path(lab.root, "state", "created.json").read_text())
                  if e["kind"] == "process" and e["engine"] == "postgresql"]
     assert str(server["pid"]) in (group / "cgroup.procs").read_text().split()
 
 
-def test_a_statement_over_its_limit_on_postgresql_is_a_timeout(study, postgresql_runs, tmp_path):
-    timed_out = study.execute("postgresql-8k", "SELECT pg_sleep(5);", 1, tmp_path / "sleep.tsv")
+def test_a_statement_over_its_limit_on_postgresql_is_a_timeout(lab, postgresql_runs, tmp_path):
+    timed_out = lab.execute("postgresql-8k", "SELECT pg_sleep(5);", 1, tmp_path / "sleep.tsv")
     assert (timed_out["status"], timed_out["error"]) == (
         "timeout", "ERROR:  canceling statement due to statement timeout")
-    failed = study.execute("postgresql-8k", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
+    failed = lab.execute("postgresql-8k", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
     assert failed["status"] == "error"
     assert 'column "no_such_column" does not exist' in failed["error"]
 
 
-def test_an_innodb_variable_for_postgresql_fails_before_anything_is_touched(study, layout_runs):
-    before = study.run_ids()
-    done = study.playbook("tpch.yml", check=False, engine="postgresql", io_threads=8)
+def test_an_innodb_variable_for_postgresql_fails_before_anything_is_touched(lab, layout_runs):
+    before = lab.run_ids()
+    done = lab.playbook("tpch.yml", check=False, engine="postgresql", io_threads=8)
     assert done.returncode != 0
     assert "io_threads='8' means nothing for engine=postgresql" in done.stdout
-    assert study.run_ids() == before
+    assert lab.run_ids() == before
 
 
 def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(mysql_runs):
@@ -174,21 +174,21 @@ def test_a_layout_change_on_mysql_moves_the_files_it_finds_again_when_it_starts(
     assert {"customer", "orders"} <= set(reads.loc[reads["tier"] == "nand", "object"])
 
 
-def test_a_statement_over_its_limit_on_mysql_is_a_timeout(study, mysql_runs, tmp_path):
+def test_a_statement_over_its_limit_on_mysql_is_a_timeout(lab, mysql_runs, tmp_path):
     # max_execution_time stops a SELECT that reads rows (SLEEP() alone only returns early, and MySQL counts
     # a cross join's rows without making them)
-    timed_out = study.execute("mysql-16k", "SELECT SUM(a.l_quantity * b.l_quantity) FROM lineitem a, lineitem b;", 1,
+    timed_out = lab.execute("mysql-16k", "SELECT SUM(a.l_quantity * b.l_quantity) FROM lineitem a, lineitem b;", 1,
                               tmp_path / "join.tsv")
     assert timed_out["status"] == "timeout"
     assert "maximum statement execution time exceeded" in timed_out["error"]
 
 
 @pytest.fixture(scope="session")
-def compressed_runs(study, layout_runs, mysql_runs):
+def compressed_runs(lab, layout_runs, mysql_runs):
     """Q6 on a database of each compression's own beside the uncompressed one: ROW_FORMAT=COMPRESSED on MariaDB,
     page compression on MySQL."""
-    return {"mariadb": study.run("C+O", queries="6", compression="zlib8"),
-            "mysql": study.run("C+O", engine="mysql", queries="6", compression="page")}
+    return {"mariadb": lab.run("C+O", queries="6", compression="zlib8"),
+            "mysql": lab.run("C+O", engine="mysql", queries="6", compression="page")}
 
 
 @pytest.mark.parametrize(("engine", "database", "row_format", "options"), [

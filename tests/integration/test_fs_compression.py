@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import tierlab
-from conftest import Study, assert_torn_down
+from conftest import Lab, assert_torn_down
 
 BTRFS_ROOT = "/var/lib/tierlab-btrfs"
 BTRFS_SETTINGS = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "tiers_check_runtime_s": 0.5,
@@ -19,12 +19,12 @@ BTRFS_SETTINGS = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "t
 @pytest.fixture(scope="module")
 def btrfs_runs(tmp_path_factory):
     """Q6 under C+O on each engine, its database compressed by btrfs; the root is torn down after."""
-    study = Study(tmp_path_factory.mktemp("btrfs_results"), BTRFS_ROOT, **BTRFS_SETTINGS)
+    lab = Lab(tmp_path_factory.mktemp("btrfs_results"), BTRFS_ROOT, **BTRFS_SETTINGS)
     try:
-        yield {engine: study.run("C+O", engine=engine, queries="6", compression="zstd")
+        yield {engine: lab.run("C+O", engine=engine, queries="6", compression="zstd")
                for engine in ("mariadb", "postgresql")}
     finally:
-        study.playbook("teardown.yml", purge=True)
+        lab.playbook("teardown.yml", purge=True)
         assert_torn_down(BTRFS_ROOT)
 
 
@@ -66,5 +66,5 @@ def test_q6_s_reads_of_lineitem_are_attributed_to_it_on_the_capacity_tier(btrfs_
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql"])
 def test_the_device_reads_fewer_bytes_than_the_engine_reads_pages(btrfs_runs, engine):
     q06 = pd.read_csv(btrfs_runs[engine] / "tables" / "query_metrics.csv").set_index("query").loc["q06"]
-    page_bytes = manifest(btrfs_runs[engine])["study"]["page_size_bytes"]
+    page_bytes = manifest(btrfs_runs[engine])["settings"]["page_size_bytes"]
     assert 0 < q06["read_bytes"] < q06["engine_pages_read"] * page_bytes * 3 / 4

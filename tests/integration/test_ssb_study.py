@@ -17,7 +17,7 @@ QUERIES = ["q1.1", "q1.2", "q1.3", "q2.1", "q2.2", "q2.3", "q3.1", "q3.2", "q3.3
 
 
 @pytest.fixture(scope="session")
-def ssb_runs(study):
+def ssb_runs(lab):
     """Every SSB query cold and traced on MariaDB with LINEORDER on the fast tier, and warm and untraced on every
     engine with hash or index joins forced, for their answers and plans; two queries cold and traced on MariaDB
     with Q1.1 running beside each; and every query split into four subqueries on PostgreSQL (its optimizer's own
@@ -25,13 +25,13 @@ def ssb_runs(study):
     playbook's fixed cost and no answer the forced ones do not check."""
     warm = {"queries": "all", "cold": False, "trace": False}
     postgresql = {"engine": "postgresql", **warm}
-    return {"mariadb": study.run("LO", playbook="ssb.yml", queries="all"),
-            "postgresql-hash": study.run("LO", playbook="ssb.yml", join_plan="hash", **postgresql),
-            "postgresql-index": study.run("LO", playbook="ssb.yml", join_plan="index", fast_random_page_cost="1.1",
+    return {"mariadb": lab.run("LO", playbook="ssb.yml", queries="all"),
+            "postgresql-hash": lab.run("LO", playbook="ssb.yml", join_plan="hash", **postgresql),
+            "postgresql-index": lab.run("LO", playbook="ssb.yml", join_plan="index", fast_random_page_cost="1.1",
                                           capacity_effective_io_concurrency="32", **postgresql),
-            "mariadb-corun": study.run("LO", playbook="ssb.yml", queries="2.1,3.4", corun="1.1"),
-            "postgresql-split": study.run("LO", playbook="ssb.yml", subqueries="4", **postgresql),
-            **{f"{engine}-{plan}": study.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan, **warm)
+            "mariadb-corun": lab.run("LO", playbook="ssb.yml", queries="2.1,3.4", corun="1.1"),
+            "postgresql-split": lab.run("LO", playbook="ssb.yml", subqueries="4", **postgresql),
+            **{f"{engine}-{plan}": lab.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan, **warm)
                for engine in ("mariadb", "mysql") for plan in ("hash", "index")}}
 
 

@@ -25,13 +25,13 @@ matrix:
 """
 
 
-def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest(study, tmp_path):
+def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest(lab, tmp_path):
     spec = tmp_path / "sweep.yml"
     spec.write_text(STUDY)
-    child = subprocess.Popen(study.study_command(str(spec), "--results-dir", str(study.results_dir)), cwd=ROOT,
+    child = subprocess.Popen(lab.study_command(str(spec), "--results-dir", str(lab.results_dir)), cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     study_dir = Path(child.stdout.readline().removeprefix("study ").strip())
-    assert (study_dir.parent, study_dir.name[16:]) == (study.results_dir, "_sweep")
+    assert (study_dir.parent, study_dir.name[16:]) == (lab.results_dir, "_sweep")
     assert child.stdout.readline().strip() == "point 1 of 4: layout=None buffer_pool=5%"
     child.send_signal(signal.SIGINT)
     output = child.communicate(timeout=1800)[0]
@@ -43,7 +43,7 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok")]
     first_run = record["points"][0]["run_id"]
 
-    resumed = subprocess.run(study.study_command("--resume", str(study_dir)), cwd=ROOT, capture_output=True,
+    resumed = subprocess.run(lab.study_command("--resume", str(study_dir)), cwd=ROOT, capture_output=True,
                              text=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     record = json.loads((study_dir / "study.json").read_text())
@@ -51,7 +51,7 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert record["points"][0]["run_id"] == first_run
     ran = {}
     for point in record["points"]:
-        settings = json.loads((study_dir / point["run_id"] / "config" / "study.json").read_text())["study"]
+        settings = json.loads((study_dir / point["run_id"] / "config" / "run.json").read_text())["settings"]
         ran[point["point"]] = (settings["layout"], settings["buffer_pool"]["percent"])
     assert ran == {1: ("None", 5.0), 2: ("None", 20.0), 3: ("ALL", 5.0), 4: ("ALL", 20.0)}
     compared = pd.read_csv(study_dir / "compare" / "compare.csv")
@@ -60,8 +60,8 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert best[["query", "layout", "default buffer_pool"]].values.tolist() == [["q03", "None", "5%"], ["q03", "ALL", "5%"]]
 
 
-def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
-    (study_dir,) = [p for p in study.results_dir.iterdir() if p.name.endswith("_sweep")]
+def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(lab):
+    (study_dir,) = [p for p in lab.results_dir.iterdir() if p.name.endswith("_sweep")]
     done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "validate", str(study_dir)], cwd=ROOT, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
@@ -83,8 +83,8 @@ def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(study):
     assert "Each layout: its runs and its predictions" in page
 
 
-def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(study):
-    (study_dir,) = [p for p in study.results_dir.iterdir() if p.name.endswith("_sweep")]
+def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(lab):
+    (study_dir,) = [p for p in lab.results_dir.iterdir() if p.name.endswith("_sweep")]
     done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "advise", str(study_dir)], cwd=ROOT, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
@@ -131,7 +131,7 @@ def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their
         for point in record["points"]:
             run_dir = study_dir / point["run_id"]
             assert point["run_id"].endswith(f"_{point['variables']['layout']}_{point['host']}")
-            assert json.loads((run_dir / "config" / "study.json").read_text())["host"]["name"] == point["host"]
+            assert json.loads((run_dir / "config" / "run.json").read_text())["host"]["name"] == point["host"]
             tiers = json.loads((run_dir / "manifest.json").read_text())["tiers"]
             assert {t["path"] for t in tiers} == {f"/var/lib/tierlab-{point['host']}/tiers/{name}" for name in ("optane", "nand")}
         compared = pd.read_csv(study_dir / "compare" / "compare.csv")

@@ -16,13 +16,13 @@ SYSBENCH = {"tables": 2, "table_size": 20000, "threads": 2, "duration_s": 3, "wa
 
 
 @pytest.fixture(scope="session")
-def sysbench_runs(study):
+def sysbench_runs(lab):
     """Every test on MariaDB with the tables on the fast tier; oltp_read_write on PostgreSQL (capacity tier) and
     on MySQL (fast tier)."""
-    return {"mariadb": study.run("ALL", playbook="sysbench.yml", queries="all", **SYSBENCH),
-            "postgresql": study.run("None", playbook="sysbench.yml", engine="postgresql", queries="read_write",
+    return {"mariadb": lab.run("ALL", playbook="sysbench.yml", queries="all", **SYSBENCH),
+            "postgresql": lab.run("None", playbook="sysbench.yml", engine="postgresql", queries="read_write",
                                     **SYSBENCH),
-            "mysql": study.run("SB", playbook="sysbench.yml", engine="mysql", queries="read_write", **SYSBENCH)}
+            "mysql": lab.run("SB", playbook="sysbench.yml", engine="mysql", queries="read_write", **SYSBENCH)}
 
 
 def test_a_sysbench_run_is_named_for_its_tables_and_rows_and_has_a_row_per_test(sysbench_runs):

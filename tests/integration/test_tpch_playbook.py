@@ -90,60 +90,60 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout):
     assert "password" not in json.dumps(manifest).lower()
 
 
-def test_a_second_provisioning_run_changes_nothing(study, layout_runs):
+def test_a_second_provisioning_run_changes_nothing(lab, layout_runs):
     # the first run brings the host to C+O whatever ran before it (other tests move tables, set other buffer pools)
-    study.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
-    done = study.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
+    lab.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
+    done = lab.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
     recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", done.stdout)
     assert recap and recap.group(1) == "0", done.stdout[-3000:]
 
 
-def test_a_bad_layout_fails_before_anything_is_touched(study, layout_runs):
-    before = study.run_ids()
-    record = Path(study.root, "state", "created.json").read_text()
-    done = study.playbook("tpch.yml", check=False, layout="C+X")
+def test_a_bad_layout_fails_before_anything_is_touched(lab, layout_runs):
+    before = lab.run_ids()
+    record = Path(lab.root, "state", "created.json").read_text()
+    done = lab.playbook("tpch.yml", check=False, layout="C+X")
     assert done.returncode != 0
     assert "layout 'C+X': unknown table code(s) 'X'; allowed: None, ALL, or codes C O L PS P S N R joined by '+'" in done.stdout
-    assert study.run_ids() == before
-    assert Path(study.root, "state", "created.json").read_text() == record
+    assert lab.run_ids() == before
+    assert Path(lab.root, "state", "created.json").read_text() == record
 
 
-def test_a_run_on_a_root_whose_query_loop_still_runs_is_refused_before_it_opens(study, layout_runs):
+def test_a_run_on_a_root_whose_query_loop_still_runs_is_refused_before_it_opens(lab, layout_runs):
     # what a playbook stopped while its queries ran leaves: its query loop running, and recorded
     run_id = "20261126T221455Z_mariadb_tpch-sf0.01_None"
-    spec = str(Path(study.root, "runs", run_id, "config", "run_spec.json"))
+    spec = str(Path(lab.root, "runs", run_id, "config", "run_spec.json"))
     loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(600)", spec],
                             stdout=subprocess.PIPE, text=True)
     assert loop.stdout.readline() == "ready\n"
     entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": run_id}
-    record_file = Path(study.root, "state", "created.json")
+    record_file = Path(lab.root, "state", "created.json")
     record_file.write_text(json.dumps([*json.loads(record_file.read_text()), entry]))
-    before = study.run_ids()
+    before = lab.run_ids()
     try:
-        done = study.playbook("tpch.yml", check=False, layout="C+O")
+        done = lab.playbook("tpch.yml", check=False, layout="C+O")
     finally:
         loop.kill()
         loop.wait()
     assert done.returncode != 0
     assert (f"the query loop of run 20261126T221455Z_mariadb_tpch-sf0.01_None (pid {loop.pid}) still runs on this "
             "tierlab root") in done.stdout
-    assert study.run_ids() == before
+    assert lab.run_ids() == before
     # the next run lets the record of the loop that is gone go
-    study.playbook("tpch.yml", "--tags", "tiers")
+    lab.playbook("tpch.yml", "--tags", "tiers")
     assert entry not in json.loads(record_file.read_text())
 
 
-def test_a_layout_too_big_for_the_fast_tier_shows_the_sizes(study, layout_runs):
-    done = study.playbook("tpch.yml", check=False, layout="ALL", scale_factor=10)
+def test_a_layout_too_big_for_the_fast_tier_shows_the_sizes(lab, layout_runs):
+    done = lab.playbook("tpch.yml", check=False, layout="ALL", scale_factor=10)
     assert done.returncode != 0
     assert "layout 'ALL' at scale_factor=10 needs about" in done.stdout
     assert "lineitem 13.23 GiB" in done.stdout
 
 
-def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
+def test_a_resumed_run_runs_only_the_queries_without_a_row(lab, layout_runs):
     # what an interrupted run leaves: the host's run directory with q01's row only, and a partial manifest
     run_dir = layout_runs["C+O"]["dir"]
-    host_dir = Path(study.root, "runs", run_dir.name)
+    host_dir = Path(lab.root, "runs", run_dir.name)
     shutil.copytree(run_dir / "config", host_dir / "config")
     shutil.copytree(run_dir / "raw", host_dir / "raw")
     first, _ = (host_dir / "raw" / "queries.jsonl").read_text().splitlines()
@@ -151,7 +151,7 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
     for path in host_dir.glob("raw/*/q03_try1.*"):
         path.unlink()
     q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes()
-    done = study.playbook("tpch.yml", layout="C+O", resume=run_dir.name)
+    done = lab.playbook("tpch.yml", layout="C+O", resume=run_dir.name)
     assert re.search(r"q03_try1 \(1 of 1\): ok in \d+\.\d+ s; about 0 s left", done.stdout), done.stdout[-3000:]
     assert "q01_try1 (" not in done.stdout
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -163,7 +163,7 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(study, layout_runs):
     assert not host_dir.exists()
 
 
-def test_a_query_loop_stopped_by_sigterm_keeps_its_rows_and_removes_its_tracing_instance(study, layout_runs,
+def test_a_query_loop_stopped_by_sigterm_keeps_its_rows_and_removes_its_tracing_instance(lab, layout_runs,
                                                                                         tmp_path):
     """The host agent's query loop on the C+O run's spec, warm, with two queries of its own: SELECT 1, then a
     30 s sleep that is under way when the loop gets SIGTERM."""
@@ -176,10 +176,10 @@ def test_a_query_loop_stopped_by_sigterm_keeps_its_rows_and_removes_its_tracing_
     spec.update(run_dir=str(run_dir), queries_dir=str(queries_dir), queries=["q01", "q02"], cold=False)
     spec_file = tmp_path / "run_spec.json"
     spec_file.write_text(json.dumps(spec))
-    record = Path(study.root, "state", "created.json")
+    record = Path(lab.root, "state", "created.json")
     agent = subprocess.Popen(["/usr/bin/python3", "-m", "tierlab_host", "run", str(spec_file)],
-                             cwd=Path(study.root, "agent"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "TIERLAB_STATE_DIR": str(Path(study.root, "state"))})
+                             cwd=Path(lab.root, "agent"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TIERLAB_STATE_DIR": str(Path(lab.root, "state"))})
     trace = run_dir / "raw" / "traces" / "q02_try1.ftrace-raw"
     while not trace.exists():
         assert agent.poll() is None, agent.communicate()
@@ -204,17 +204,17 @@ def test_a_query_loop_stopped_by_sigterm_keeps_its_rows_and_removes_its_tracing_
     assert subprocess.run(["pgrep", "-f", client], capture_output=True).returncode == 1
 
 
-def test_resume_with_other_variables_is_refused(study, layout_runs):
-    done = study.playbook("tpch.yml", check=False, layout="None", resume=layout_runs["C+O"]["dir"].name)
+def test_resume_with_other_variables_is_refused(lab, layout_runs):
+    done = lab.playbook("tpch.yml", check=False, layout="None", resume=layout_runs["C+O"]["dir"].name)
     assert done.returncode != 0
     assert "that run was started with other variables" in done.stdout
 
 
-def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(study, layout_runs, tmp_path):
-    timed_out = study.execute("mariadb-16k", "SELECT SLEEP(5);", 1, tmp_path / "sleep.tsv")
+def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(lab, layout_runs, tmp_path):
+    timed_out = lab.execute("mariadb-16k", "SELECT SLEEP(5);", 1, tmp_path / "sleep.tsv")
     assert timed_out["status"] == "timeout"
     assert "max_statement_time" in timed_out["error"]
-    failed = study.execute("mariadb-16k", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
+    failed = lab.execute("mariadb-16k", "SELECT no_such_column FROM lineitem;", 1, tmp_path / "bad.tsv")
     assert failed["status"] == "error"
     assert "Unknown column 'no_such_column'" in failed["error"]
 
@@ -255,11 +255,11 @@ matrix:
 
 
 @pytest.fixture(scope="module")
-def cache_study(study, layout_runs, tmp_path_factory):
+def cache_study(lab, layout_runs, tmp_path_factory):
     """Q3 with every table on nand, without a cache and with a 4 MiB LRU cache of optane in front of nand."""
     spec = tmp_path_factory.mktemp("cache") / "cache.yml"
     spec.write_text(CACHE_STUDY)
-    study_dir = study.study(spec)
+    study_dir = lab.study(spec)
     record = json.loads((study_dir / "study.json").read_text())
     return study_dir, {p["variables"]["fast_cache"]: study_dir / p["run_id"] for p in record["points"]}
 
@@ -273,7 +273,7 @@ def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model
     # the same cache on the same requests (the emulator sees them after the loop device and FUSE)
     assert abs(query["cache_hit_pct_simulated"] - tier["model_cache_hit_pct"]) <= 5, (query, tier)
     manifest = json.loads((cache_run / "manifest.json").read_text())
-    assert (manifest["study"]["fast_cache_bytes"], manifest["study"]["fast_cache_policy"]) == (4 << 20, "lru")
+    assert (manifest["settings"]["fast_cache_bytes"], manifest["settings"]["fast_cache_policy"]) == (4 << 20, "lru")
 
 
 def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_the_cache_measured(cache_study):
@@ -300,7 +300,7 @@ def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_
     assert row["predicted_s"] < base["elapsed_s"]
 
 
-def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touched(study, layout_runs):
-    done = study.playbook("tpch.yml", check=False, layout="C+O", fast_cache="4M")
+def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touched(lab, layout_runs):
+    done = lab.playbook("tpch.yml", check=False, layout="C+O", fast_cache="4M")
     assert done.returncode != 0
     assert "fast_cache=4M makes the fast tier a cache of the capacity tier" in done.stdout

@@ -286,7 +286,7 @@ def test_a_table_only_named_by_a_chunk_s_categories_is_not_a_table_the_window_re
 
 def test_a_page_size_that_is_not_a_power_of_two_is_refused_by_the_cache_simulation():
     said = "a page of 12288 bytes; the cache simulation takes pages of a power of two"
-    with pytest.raises(cost_model.StudyInputError, match=said):
+    with pytest.raises(cost_model.InputError, match=said):
         cost_model.cache_hits(of(page_reads([1, 2])), 12288, 4 * 12288, "lru")
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from tierlab.errors import StudyInputError
+from tierlab.errors import InputError
 from tierlab.layout import layout_name, parse_layout
 
 TABLES = {"customer", "orders", "lineitem", "partsupp", "part", "supplier", "nation", "region"}
@@ -31,7 +31,7 @@ def test_two_letter_codes_are_distinct_from_one_letter_codes():
 
 
 def test_unknown_code_is_named_with_the_allowed_codes():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         parse_layout("C+X")
     assert str(err.value) == (
         "layout 'C+X': unknown table code(s) 'X'; allowed: None, ALL, or codes C O L PS P S N R joined by '+'"
@@ -39,23 +39,23 @@ def test_unknown_code_is_named_with_the_allowed_codes():
 
 
 def test_codes_are_case_sensitive():
-    with pytest.raises(StudyInputError, match="unknown table code\\(s\\) 'c', 'o'"):
+    with pytest.raises(InputError, match="unknown table code\\(s\\) 'c', 'o'"):
         parse_layout("c+o")
 
 
 def test_repeated_code_is_refused():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         parse_layout("C+O+C")
     assert str(err.value) == "layout 'C+O+C': table code(s) C given more than once; name each table once"
 
 
 def test_empty_layout_is_refused():
-    with pytest.raises(StudyInputError, match="unknown table code"):
+    with pytest.raises(InputError, match="unknown table code"):
         parse_layout("")
 
 
 def test_none_cannot_be_combined_with_codes():
-    with pytest.raises(StudyInputError, match="'None'"):
+    with pytest.raises(InputError, match="'None'"):
         parse_layout("None+C")
 
 

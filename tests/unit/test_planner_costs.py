@@ -7,8 +7,8 @@ import pytest
 from tierlab import cost_model
 from tierlab.cli import main
 from tierlab.device_profile import profile_path
-from tierlab.errors import StudyInputError
-from tierlab.planner_costs import planner_costs, study_variables
+from tierlab.errors import InputError
+from tierlab.planner_costs import planner_costs, run_variables
 
 PROFILES = {"fast": profile_path("optane"), "capacity": profile_path("nand")}
 # a request's latency at depth 1 is the profile's latency plus its transfer at the read bandwidth (bytes/us)
@@ -45,13 +45,13 @@ def test_prefetch_depth_is_where_random_reads_stop_gaining_rate():
 
 
 def test_the_costs_are_given_as_the_playbooks_variables():
-    assert study_variables(planner_costs(PROFILES)) == [
+    assert run_variables(planner_costs(PROFILES)) == [
         "fast_seq_page_cost=1.16", "fast_random_page_cost=3.57", "fast_effective_io_concurrency=4",
         "capacity_seq_page_cost=1", "capacity_random_page_cost=27.95", "capacity_effective_io_concurrency=32"]
 
 
 def test_a_scan_request_smaller_than_a_page_is_refused():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         planner_costs(PROFILES, page_bytes=8192, scan_request_bytes=4096)
     assert str(err.value) == ("a scan's request of 4096 bytes is smaller than a page of 8192 bytes; allowed: a "
                               "request of at least one page")

@@ -21,10 +21,10 @@ def run_dir(tmp_path, manifest_text: str):
 
 
 def test_a_run_of_an_unknown_schema_version_is_refused_with_what_to_do(tmp_path):
-    path = run_dir(tmp_path, json.dumps({"schema_version": 3, "run_id": "x"}))
+    path = run_dir(tmp_path, json.dumps({"schema_version": 4, "run_id": "x"}))
     with pytest.raises(RunDirError) as err:
         load_run(path)
-    assert str(err.value) == (f"{path}: results schema_version 3 is not one this tierlab reads (it reads 1, 2); read it "
+    assert str(err.value) == (f"{path}: results schema_version 4 is not one this tierlab reads (it reads 1, 2, 3); read it "
                               "with the tierlab version that wrote it (versions.tierlab_git in its manifest)")
 
 
@@ -90,11 +90,11 @@ def test_compare_refuses_the_same_run_given_twice(tmp_path, capsys):
 
 def test_compare_refuses_a_run_of_an_unknown_schema_version(tmp_path):
     known = run_dir(tmp_path / "a", json.dumps({"schema_version": 2, "run_id": "20261123T092837Z_mariadb_tpch-sf0.1_C+O"}))
-    unknown = run_dir(tmp_path / "b", json.dumps({"schema_version": 3, "run_id": "20261124T092837Z_mariadb_tpch-sf0.1_C+O"}))
+    unknown = run_dir(tmp_path / "b", json.dumps({"schema_version": 4, "run_id": "20261124T092837Z_mariadb_tpch-sf0.1_C+O"}))
     with pytest.raises(SystemExit) as done:
         main(["compare", str(known), str(unknown)])
-    assert str(done.value) == (f"tierlab compare: {unknown}: results schema_version 3 is not one this tierlab reads (it "
-                               "reads 1, 2); read it with the tierlab version that wrote it (versions.tierlab_git in "
+    assert str(done.value) == (f"tierlab compare: {unknown}: results schema_version 4 is not one this tierlab reads (it "
+                               "reads 1, 2, 3); read it with the tierlab version that wrote it (versions.tierlab_git in "
                                "its manifest)")
 
 

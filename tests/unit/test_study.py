@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tierlab import study
-from tierlab.errors import RunDirError, StudyInputError
+from tierlab.errors import InputError, RunDirError
 from tierlab.study import fastest, inventory_hosts, points, read_study, read_study_record, run_study
 
 STUDY = """
@@ -47,7 +47,7 @@ def test_repetitions_are_points_of_their_own(tmp_path):
 def test_a_point_the_playbook_would_refuse_is_refused_before_any_run(tmp_path):
     path = study_file(tmp_path, STUDY.replace("engine: postgresql", "io_threads: 8").replace(
         "matrix:", "matrix:\n  engine: [mariadb, postgresql]").replace("join_plan: [optimizer, hash, index]", ""))
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         read_study(path)
     assert str(err.value) == (f"{path}: point 3 (engine=postgresql layout=None): io_threads='8' means nothing for "
                               "engine=postgresql; it applies to engine mariadb and mysql only. Leave it unset for postgresql")
@@ -55,7 +55,7 @@ def test_a_point_the_playbook_would_refuse_is_refused_before_any_run(tmp_path):
 
 def test_a_name_that_is_no_run_variable_is_refused_with_the_run_variables(tmp_path):
     path = study_file(tmp_path, STUDY.replace("queries:", "querys:"))
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         read_study(path)
     assert str(err.value).startswith(f"{path}: 'querys' is not a run variable; the run variables are engine, layout, "
                                      "queries, page_size, buffer_pool,")
@@ -63,14 +63,14 @@ def test_a_name_that_is_no_run_variable_is_refused_with_the_run_variables(tmp_pa
 
 def test_a_variable_in_both_variables_and_matrix_is_refused(tmp_path):
     path = study_file(tmp_path, STUDY.replace("  queries: 1.1,3.4", "  layout: ALL"))
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         read_study(path)
     assert str(err.value) == f"{path}: layout in both variables and matrix; give each in one of them"
 
 
 def test_run_variables_are_refused_among_the_extra_vars(tmp_path):
     study = read_study(study_file(tmp_path, STUDY))
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         run_study(study, tmp_path / "s", {"tierlab_root": "/srv/tierlab", "scale_factor": 10})
     assert str(err.value).startswith("--extra-vars scale_factor: a run variable belongs in the study file")
     assert not (tmp_path / "s").exists()
@@ -81,7 +81,7 @@ def test_a_study_directory_of_another_study_is_not_resumed(tmp_path):
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "study.json").write_text(json.dumps({"schema_version": 1, "study": first, "points": []}))
     other = read_study(study_file(tmp_path, STUDY.replace("1.1,3.4", "1.1")))
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         run_study(other, tmp_path / "s", {})
     assert str(err.value) == (f"{tmp_path / 's'} holds another study (its study.json differs from the study file); "
                               "resume it with the study file it was started with, or start a new study")
@@ -99,11 +99,11 @@ def test_the_default_inventory_is_this_host():
 
 
 def test_an_inventory_that_is_missing_or_names_no_host_is_refused(tmp_path):
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         inventory_hosts(tmp_path / "hosts.yml")
     assert str(err.value) == f"inventory {tmp_path / 'hosts.yml'}: no such file or directory"
     (tmp_path / "hosts.yml").write_text("all:\n  children:\n    rack1: {}\n")
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         inventory_hosts(tmp_path / "hosts.yml")
     assert str(err.value).startswith(f"inventory {tmp_path / 'hosts.yml'} has no hosts; give an inventory")
 

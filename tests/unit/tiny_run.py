@@ -14,15 +14,17 @@ def read(ts: float, sector: int) -> str:
             + line(ts + 0.0001, f"block_rq_complete: 7,1 R () {sector} + 32 be,0,4 [0]"))
 
 
-def make_run(tmp_path, body: str, schema_version: int = 2):
-    """A run of MariaDB; in schema_version 1 its extent map names only each file's object."""
+def make_run(tmp_path, body: str, schema_version: int = 3):
+    """A run of MariaDB; in schema_version 1 its extent map names only each file's object, and before 3 its
+    settings are config/study.json's `study`."""
     run = tmp_path / "20261123T092837Z_mariadb_tpch-sf0.1_C+O"
     for sub in ("config", "raw/traces"):
         (run / sub).mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"schema_version": schema_version, "run_id": run.name}))
-    (run / "config" / "study.json").write_text(json.dumps({
+    config, key = ("run.json", "settings") if schema_version >= 3 else ("study.json", "study")
+    (run / "config" / config).write_text(json.dumps({
         "run_id": run.name, "started_at": "2026-11-23T09:28:37Z", "host": "localhost", "versions": {}, "tiers": [],
-        "study": {"engine": "mariadb", "workload": "tpch", "scale_factor": 0.1, "queries": ["q03"], "tries": 1,
+        key: {"engine": "mariadb", "workload": "tpch", "scale_factor": 0.1, "queries": ["q03"], "tries": 1,
                   "cold": True, "query_timeout_s": 3600, "layout": "C+O", "page_size_bytes": 16384,
                   "placement": {"lineitem": "capacity"}}}))
     (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "role": "capacity", "device": "7:1"}]))

@@ -4,8 +4,8 @@ import re
 import pytest
 
 from tierlab import cost_model
-from tierlab.errors import StudyInputError
-from tierlab.study_vars import (
+from tierlab.errors import InputError
+from tierlab.run_settings import (
     FAST_CACHE_POLICIES,
     buffer_pool_bytes,
     check_fit,
@@ -27,12 +27,12 @@ DEFAULTS = {
 }
 
 
-def study(**changes):
+def settings(**changes):
     return validate({**DEFAULTS, **changes})
 
 
 def test_defaults_normalize_to_typed_values():
-    result = study()
+    result = settings()
     assert result["scale_factor"] == 0.1
     assert result["layout"] == "C+O"
     assert result["queries"][0] == "q01" and result["queries"][-1] == "q22" and len(result["queries"]) == 22
@@ -43,74 +43,74 @@ def test_defaults_normalize_to_typed_values():
 
 @pytest.mark.parametrize("value", ["2k", "16", "128k", "16kb"])
 def test_bad_page_size_names_the_allowed_sizes(value):
-    with pytest.raises(StudyInputError) as err:
-        study(page_size=value)
+    with pytest.raises(InputError) as err:
+        settings(page_size=value)
     assert str(err.value) == f"page_size={value!r} is not allowed; allowed: 4k, 8k, 16k, 32k, 64k (or the same in bytes)"
 
 
 def test_page_size_in_bytes_is_accepted():
-    assert study(page_size="8192")["page_size"] == "8k"
+    assert settings(page_size="8192")["page_size"] == "8k"
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "abc", "nan"])
 def test_scale_factor_must_be_positive(value):
-    with pytest.raises(StudyInputError, match=r"scale_factor=.* is not allowed; allowed: a number > 0"):
-        study(scale_factor=value)
+    with pytest.raises(InputError, match=r"scale_factor=.* is not allowed; allowed: a number > 0"):
+        settings(scale_factor=value)
 
 
 def test_queries_subset_keeps_the_given_order():
-    assert study(queries="3,10,16")["queries"] == ["q03", "q10", "q16"]
+    assert settings(queries="3,10,16")["queries"] == ["q03", "q10", "q16"]
 
 
 @pytest.mark.parametrize("value", ["0", "23", "3,x", ""])
 def test_queries_out_of_range_are_refused(value):
-    with pytest.raises(StudyInputError) as err:
-        study(queries=value)
+    with pytest.raises(InputError) as err:
+        settings(queries=value)
     assert str(err.value) == (f"queries={value!r} is not allowed; allowed: all, or tpch queries 1 to 22 joined by commas "
                               "(e.g. 1,22)")
 
 
 def test_ssb_queries_are_named_by_flight_and_number():
-    assert study(workload="ssb", layout="LO+D", queries="1.1,q3.2, 4.3")["queries"] == ["q1.1", "q3.2", "q4.3"]
+    assert settings(workload="ssb", layout="LO+D", queries="1.1,q3.2, 4.3")["queries"] == ["q1.1", "q3.2", "q4.3"]
 
 
 def test_a_tpch_query_number_is_refused_for_ssb():
-    with pytest.raises(StudyInputError) as err:
-        study(workload="ssb", layout="LO", queries="5")
+    with pytest.raises(InputError) as err:
+        settings(workload="ssb", layout="LO", queries="5")
     assert str(err.value) == "queries='5' is not allowed; allowed: all, or ssb queries 1.1 to 4.3 joined by commas (e.g. 1.1,4.3)"
 
 
 def test_ssb_layouts_name_its_tables_by_their_codes():
-    assert study(workload="ssb", layout="D+LO")["layout"] == "LO+D"
+    assert settings(workload="ssb", layout="D+LO")["layout"] == "LO+D"
 
 
 def test_repeated_query_is_refused():
-    with pytest.raises(StudyInputError, match="Query q03 is given more than once"):
-        study(queries="3,10,3")
+    with pytest.raises(InputError, match="Query q03 is given more than once"):
+        settings(queries="3,10,3")
 
 
 def test_buffer_pool_takes_a_size():
-    assert study(buffer_pool="256M")["buffer_pool"] == {"bytes": 256 << 20}
+    assert settings(buffer_pool="256M")["buffer_pool"] == {"bytes": 256 << 20}
 
 
 @pytest.mark.parametrize("value", ["0%", "101%", "lots", "0"])
 def test_bad_buffer_pool_is_refused(value):
-    with pytest.raises(StudyInputError, match="buffer_pool="):
-        study(buffer_pool=value)
+    with pytest.raises(InputError, match="buffer_pool="):
+        settings(buffer_pool=value)
 
 
 def test_buffer_pool_percentage_has_a_floor_of_256_pages():
-    assert buffer_pool_bytes(study(buffer_pool="1%", scale_factor="0.01", page_size="64k")) == 256 * 65536
+    assert buffer_pool_bytes(settings(buffer_pool="1%", scale_factor="0.01", page_size="64k")) == 256 * 65536
 
 
 def test_unknown_engine_is_refused():
-    with pytest.raises(StudyInputError) as err:
-        study(engine="postgres")
+    with pytest.raises(InputError) as err:
+        settings(engine="postgres")
     assert str(err.value) == "engine='postgres' is not allowed; allowed: mariadb, mysql, postgresql"
 
 
 def test_each_engine_gets_its_own_defaults_and_none_for_the_other_engines_variables():
-    mariadb, postgresql = study(), study(engine="postgresql")
+    mariadb, postgresql = settings(), settings(engine="postgresql")
     assert (mariadb["page_size"], mariadb["io_threads"], mariadb["flush_method"], mariadb["os_cache"]) == (
         "16k", 4, "O_DIRECT", None)
     assert (postgresql["page_size"], postgresql["io_threads"], postgresql["os_cache"],
@@ -119,81 +119,81 @@ def test_each_engine_gets_its_own_defaults_and_none_for_the_other_engines_variab
 
 
 def test_an_innodb_variable_given_for_postgresql_is_refused():
-    with pytest.raises(StudyInputError) as err:
-        study(engine="postgresql", io_threads="8")
+    with pytest.raises(InputError) as err:
+        settings(engine="postgresql", io_threads="8")
     assert str(err.value) == ("io_threads='8' means nothing for engine=postgresql; it applies to engine mariadb and "
                               "mysql only. Leave it unset for postgresql")
 
 
 def test_a_postgresql_variable_given_for_mariadb_is_refused():
-    with pytest.raises(StudyInputError, match="^fast_random_page_cost='1.1' means nothing for engine=mariadb; it "
+    with pytest.raises(InputError, match="^fast_random_page_cost='1.1' means nothing for engine=mariadb; it "
                                               "applies to engine postgresql only"):
-        study(fast_random_page_cost="1.1")
+        settings(fast_random_page_cost="1.1")
 
 
 @pytest.mark.parametrize("engine", ["mariadb", "mysql", "postgresql"])
 def test_a_join_plan_is_the_optimizer_s_own_or_forced_to_hash_or_index_joins(engine):
-    assert study(engine=engine)["join_plan"] == "optimizer"
-    assert study(engine=engine, join_plan="index")["join_plan"] == "index"
-    with pytest.raises(StudyInputError) as err:
-        study(engine="postgresql", join_plan="merge")
+    assert settings(engine=engine)["join_plan"] == "optimizer"
+    assert settings(engine=engine, join_plan="index")["join_plan"] == "index"
+    with pytest.raises(InputError) as err:
+        settings(engine="postgresql", join_plan="merge")
     assert str(err.value) == "join_plan='merge' is not allowed; allowed: optimizer, hash, index"
 
 
 def test_a_run_has_no_co_runner_unless_one_query_is_named():
-    assert study()["corun"] == "none"
-    assert study(corun="None")["corun"] == "none"
-    assert study(corun="3")["corun"] == "q03"
-    assert study(workload="ssb", layout="LO", corun="q2.1")["corun"] == "q2.1"
+    assert settings()["corun"] == "none"
+    assert settings(corun="None")["corun"] == "none"
+    assert settings(corun="3")["corun"] == "q03"
+    assert settings(workload="ssb", layout="LO", corun="q2.1")["corun"] == "q2.1"
 
 
 @pytest.mark.parametrize("value", ["all", "3,5", "23", "q1.1"])
 def test_a_co_runner_other_than_one_query_of_the_workload_is_refused(value):
-    with pytest.raises(StudyInputError) as err:
-        study(corun=value)
+    with pytest.raises(InputError) as err:
+        settings(corun=value)
     assert str(err.value) == f"corun={value!r} is not allowed; allowed: none, or one tpch query from q01 to q22 (e.g. q22)"
 
 
 def test_ssb_queries_are_split_by_their_driving_dimension_s_keys_only_when_asked():
-    assert study(workload="ssb", layout="LO", queries="1.1,3.4")["subquery_keys"] == {}
-    split = study(workload="ssb", layout="LO", queries="1.1,2.1,3.4", subqueries="4")
+    assert settings(workload="ssb", layout="LO", queries="1.1,3.4")["subquery_keys"] == {}
+    split = settings(workload="ssb", layout="LO", queries="1.1,2.1,3.4", subqueries="4")
     assert split["subqueries"] == 4
     assert split["subquery_keys"] == {"q1.1": ["date", "d_datekey"], "q2.1": ["part", "p_partkey"],
                                       "q3.4": ["customer", "c_custkey"]}
 
 
 def test_subqueries_are_refused_for_tpch_and_beyond_64():
-    with pytest.raises(StudyInputError) as err:
-        study(subqueries="2")
+    with pytest.raises(InputError) as err:
+        settings(subqueries="2")
     assert str(err.value) == ("subqueries='2' means nothing for workload=tpch; it applies to workload ssb only. "
                               "Leave it unset for tpch")
-    with pytest.raises(StudyInputError) as err:
-        study(workload="ssb", layout="LO", subqueries="65")
+    with pytest.raises(InputError) as err:
+        settings(workload="ssb", layout="LO", subqueries="65")
     assert str(err.value) == "subqueries='65' is not allowed; allowed: a whole number from 1 to 64"
 
 
 def test_postgresql_refuses_a_block_size_other_than_8k():
-    with pytest.raises(StudyInputError) as err:
-        study(engine="postgresql", page_size="16k")
+    with pytest.raises(InputError) as err:
+        settings(engine="postgresql", page_size="16k")
     assert str(err.value) == ("page_size='16k' is not allowed; allowed: 8k for engine=postgresql. PostgreSQL's block "
                               "size is fixed when it is built, and Debian's packages have 8 KiB blocks")
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "cheap"])
 def test_a_page_cost_must_be_a_positive_number(value):
-    with pytest.raises(StudyInputError, match=f"capacity_random_page_cost='{value}' is not allowed; allowed: a number > 0"):
-        study(engine="postgresql", capacity_random_page_cost=value)
+    with pytest.raises(InputError, match=f"capacity_random_page_cost='{value}' is not allowed; allowed: a number > 0"):
+        settings(engine="postgresql", capacity_random_page_cost=value)
 
 
 def test_postgresql_s_memory_bound_is_shared_buffers_and_os_cache_and_its_processes_memory():
-    settings = study(engine="postgresql", buffer_pool="256M", os_cache="128M", parallel_workers="0")
-    assert memory_limit_bytes(settings) == (256 << 20) + (128 << 20) + (64 << 20)
+    postgresql = settings(engine="postgresql", buffer_pool="256M", os_cache="128M", parallel_workers="0")
+    assert memory_limit_bytes(postgresql) == (256 << 20) + (128 << 20) + (64 << 20)
 
 
 def test_postgresql_s_memory_bound_allows_24_mib_more_for_each_further_busy_process():
     def bound(**changes):
-        settings = study(engine="postgresql", buffer_pool="256M", os_cache="128M", **changes)
-        return (memory_limit_bytes(settings) - (256 << 20) - (128 << 20) - (64 << 20)) >> 20
+        postgresql = settings(engine="postgresql", buffer_pool="256M", os_cache="128M", **changes)
+        return (memory_limit_bytes(postgresql) - (256 << 20) - (128 << 20) - (64 << 20)) >> 20
 
     assert bound(parallel_workers="2") == 2 * 24
     assert bound(parallel_workers="0", corun="1") == 24
@@ -205,15 +205,15 @@ def test_postgresql_s_memory_bound_allows_24_mib_more_for_each_further_busy_proc
 
 
 def test_a_run_s_connections_are_sysbench_s_threads_or_its_subqueries_and_co_runner():
-    assert connections(study()) == 1
-    assert connections(study(corun="6")) == 2
-    assert connections(study(workload="ssb", layout="LO", subqueries="16", corun="1.1")) == 17
+    assert connections(settings()) == 1
+    assert connections(settings(corun="6")) == 2
+    assert connections(settings(workload="ssb", layout="LO", subqueries="16", corun="1.1")) == 17
     assert connections(sysbench(threads="64")) == 64
 
 
 def test_layout_that_does_not_fit_shows_the_sizes():
-    with pytest.raises(StudyInputError) as err:
-        check_fit(study(layout="L+O", scale_factor="10"), 6 << 30)
+    with pytest.raises(InputError) as err:
+        check_fit(settings(layout="L+O", scale_factor="10"), 6 << 30)
     assert str(err.value) == (
         "layout 'O+L' at scale_factor=10 needs about 15.87 GiB on the fast tier (lineitem 13.23 GiB, orders 2.64 GiB), "
         "but the fast tier holds 5.40 GiB usable of 6.00 GiB; choose fewer tables, a smaller scale_factor, "
@@ -222,18 +222,18 @@ def test_layout_that_does_not_fit_shows_the_sizes():
 
 
 def test_layout_that_fits_passes():
-    check_fit(study(layout="ALL", scale_factor="1"), 6 << 30)
+    check_fit(settings(layout="ALL", scale_factor="1"), 6 << 30)
 
 
 def test_validate_checks_the_fit_when_the_fast_tier_size_is_known():
-    with pytest.raises(StudyInputError, match="does not fit|needs about"):
+    with pytest.raises(InputError, match="does not fit|needs about"):
         validate({**DEFAULTS, "layout": "ALL", "scale_factor": "100"}, 6 << 30)
 
 
 @pytest.mark.parametrize(("page_size", "compression"), [("16k", "zlib8"), ("16k", "zlib4"), ("8k", "zlib4"),
                                                         ("64k", "page"), ("4k", "none")])
 def test_innodb_compresses_pages_larger_than_its_blocks_up_to_16k(page_size, compression):
-    assert study(page_size=page_size, compression=compression)["compression"] == compression
+    assert settings(page_size=page_size, compression=compression)["compression"] == compression
 
 
 @pytest.mark.parametrize(("page_size", "compression", "why", "allowed"), [
@@ -242,15 +242,15 @@ def test_innodb_compresses_pages_larger_than_its_blocks_up_to_16k(page_size, com
     ("4k", "zlib4", "its 4 KiB blocks would not be smaller than the pages", "none, page, zstd"),
 ])
 def test_a_compression_innodb_cannot_apply_to_the_page_size_is_refused_with_why(page_size, compression, why, allowed):
-    with pytest.raises(StudyInputError) as err:
-        study(page_size=page_size, compression=compression)
+    with pytest.raises(InputError) as err:
+        settings(page_size=page_size, compression=compression)
     assert str(err.value) == (f"compression={compression!r} cannot be used with page_size={page_size}: {why}; "
                               f"allowed with page_size={page_size}: {allowed}")
 
 
 def test_innodb_s_compression_is_refused_for_postgresql():
-    with pytest.raises(StudyInputError) as err:
-        study(engine="postgresql", compression="zlib8")
+    with pytest.raises(InputError) as err:
+        settings(engine="postgresql", compression="zlib8")
     assert str(err.value).startswith("compression='zlib8' is not allowed; allowed: none, zstd for engine=postgresql. "
                                      "PostgreSQL compresses only values over 2 kB (TOAST)")
 
@@ -271,7 +271,7 @@ def test_with_the_file_system_s_compression_innodb_writes_through_the_page_cache
 
 
 def test_o_direct_is_refused_with_the_file_system_s_compression():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         validate({**DEFAULTS, "compression": "zstd", "flush_method": "O_DIRECT"}, None, BTRFS_TIERS)
     assert str(err.value) == ("flush_method='O_DIRECT' cannot be used with compression='zstd': btrfs writes O_DIRECT "
                               "writes uncompressed; allowed with it: fsync, O_DSYNC (fsync when flush_method is left "
@@ -279,7 +279,7 @@ def test_o_direct_is_refused_with_the_file_system_s_compression():
 
 
 def test_the_file_system_s_compression_is_refused_where_a_tier_is_not_btrfs():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         validate({**DEFAULTS, "compression": "zstd"}, None, {"fast": "btrfs", "capacity": "ext4"})
     assert str(err.value) == (
         "compression='zstd' is btrfs's, on the database's directories of every tier, but the capacity tier's is "
@@ -288,12 +288,12 @@ def test_the_file_system_s_compression_is_refused_where_a_tier_is_not_btrfs():
 
 
 def test_a_mounted_tier_must_declare_btrfs_for_the_file_system_s_compression():
-    with pytest.raises(StudyInputError, match="the fast tier's is not declared"):
+    with pytest.raises(InputError, match="the fast tier's is not declared"):
         validate({**DEFAULTS, "compression": "zstd"}, None, {"fast": None, "capacity": "btrfs"})
 
 
 def sysbench(**changes):
-    return study(**{"workload": "sysbench", "layout": "None", "scale_factor": "", **changes})
+    return settings(**{"workload": "sysbench", "layout": "None", "scale_factor": "", **changes})
 
 
 def test_sysbench_defaults_place_its_numbered_tables_together():
@@ -313,29 +313,29 @@ def test_sysbench_tests_are_chosen_by_their_names_with_or_without_oltp():
 
 
 def test_an_unknown_sysbench_test_is_refused_naming_the_tests():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         sysbench(queries="point_select")
     assert str(err.value) == ("queries='point_select' is not allowed; allowed: all, or sysbench tests read_only to "
                               "write_only joined by commas (e.g. read_only,write_only)")
 
 
 def test_a_scale_factor_is_refused_for_sysbench():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         sysbench(scale_factor="1")
     assert str(err.value) == ("scale_factor='1' means nothing for workload=sysbench; it applies to workload tpch and "
                               "ssb only. Leave it unset for sysbench")
 
 
 def test_a_co_runner_is_refused_for_sysbench():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         sysbench(corun="read_only")
     assert str(err.value) == ("corun='read_only' means nothing for workload=sysbench; it applies to workload tpch and "
                               "ssb only. Leave it unset for sysbench")
 
 
 def test_sysbench_variables_are_refused_for_a_query_workload():
-    with pytest.raises(StudyInputError) as err:
-        study(threads="8")
+    with pytest.raises(InputError) as err:
+        settings(threads="8")
     assert str(err.value).startswith("threads='8' means nothing for workload=tpch; it applies to workload sysbench")
 
 
@@ -343,13 +343,13 @@ def test_sysbench_variables_are_refused_for_a_query_workload():
                                                         ("threads", "x", "a whole number from 1 to 1024"),
                                                         ("duration_s", "0", "a whole number from 1 to 86400")])
 def test_sysbench_counts_out_of_range_are_refused(name, value, allowed):
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         sysbench(**{name: value})
     assert str(err.value) == f"{name}={value!r} is not allowed; allowed: {allowed}"
 
 
 def test_a_sysbench_layout_that_does_not_fit_names_its_tables_and_rows():
-    with pytest.raises(StudyInputError) as err:
+    with pytest.raises(InputError) as err:
         validate({**DEFAULTS, "workload": "sysbench", "layout": "ALL", "scale_factor": "", "tables": "8",
                   "table_size": "10000000"}, 6 << 30)
     assert str(err.value).startswith("layout 'ALL' at tables=8 x table_size=10000000 needs about 24.21 GiB on the fast "
@@ -362,7 +362,7 @@ MODELLED = {"fast": "model", "capacity": "model"}
 
 
 def test_no_fast_cache_by_default():
-    result = study()
+    result = settings()
     assert (result["fast_cache"], result["fast_cache_bytes"], result["fast_cache_policy"]) == ("none", 0, "admitting")
 
 
@@ -373,19 +373,19 @@ def test_a_fast_cache_takes_a_size_and_a_policy_on_modelled_tiers_with_every_tab
 
 
 def test_a_fast_cache_with_tables_on_the_fast_tier_is_refused():
-    with pytest.raises(StudyInputError, match=r"fast_cache=1G makes the fast tier a cache of the capacity tier, which "
+    with pytest.raises(InputError, match=r"fast_cache=1G makes the fast tier a cache of the capacity tier, which "
                                               r"then holds every table: give layout=None \(got layout=C\+O\)"):
-        study(fast_cache="1G")
+        settings(fast_cache="1G")
 
 
 def test_a_fast_cache_on_real_devices_is_refused_with_what_to_do_instead():
-    with pytest.raises(StudyInputError, match="both tiers must have emulation: model .*fast: none, capacity: none.*"
+    with pytest.raises(InputError, match="both tiers must have emulation: model .*fast: none, capacity: none.*"
                                               "lvmcache, dm-cache or bcache"):
         validate({**DEFAULTS, "layout": "None", "fast_cache": "1G"}, tier_emulations={"fast": "none", "capacity": "none"})
 
 
 def test_a_fast_cache_larger_than_the_fast_tier_is_refused():
-    with pytest.raises(StudyInputError, match=r"fast_cache=2G is larger than the fast tier \(1.00 GiB\)"):
+    with pytest.raises(InputError, match=r"fast_cache=2G is larger than the fast tier \(1.00 GiB\)"):
         validate({**DEFAULTS, "layout": "None", "fast_cache": "2G"}, fast_tier_bytes=1 << 30, tier_emulations=MODELLED)
 
 
@@ -395,8 +395,8 @@ def test_a_fast_cache_larger_than_the_fast_tier_is_refused():
     ({"fast_cache_policy": "fifo"}, "fast_cache_policy='fifo' is not allowed; allowed: admitting, lru"),
 ])
 def test_a_bad_fast_cache_setting_is_refused(changes, said):
-    with pytest.raises(StudyInputError, match=re.escape(said)):
-        study(layout="None", **changes)
+    with pytest.raises(InputError, match=re.escape(said)):
+        settings(layout="None", **changes)
 
 
 def test_the_fast_cache_policies_are_the_cost_model_s():
@@ -404,8 +404,8 @@ def test_the_fast_cache_policies_are_the_cost_model_s():
 
 
 def recorded(**changes) -> dict:
-    """A run's study as its config/study.json keeps it."""
-    return json.loads(json.dumps(study(**changes)))
+    """A run's settings as its config/run.json keeps them."""
+    return json.loads(json.dumps(settings(**changes)))
 
 
 def test_a_run_is_resumed_with_the_variables_it_was_started_with():

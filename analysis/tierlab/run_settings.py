@@ -1,4 +1,4 @@
-"""Validation of the study's user-facing variables, once, before anything runs.
+"""A run's settings: its user-facing variables validated once, before anything runs.
 
 Every playbook calls `validate` (through the `tierlab_study` Ansible filter)
 before its first side effect. Each error names what was given, what is
@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from . import device_profile
-from .errors import DeviceProfileError, StudyInputError
+from .errors import DeviceProfileError, InputError
 from .layout import FAST, layout_name, parse_layout
 from .workloads import WORKLOADS, Workload
 
@@ -43,7 +43,7 @@ FAST_CACHE_POLICIES = ("admitting", "lru")
 # what a run has for the fast cache left unset
 FAST_CACHE_DEFAULTS = {"fast_cache": "none", "fast_cache_policy": FAST_CACHE_POLICIES[0]}
 # the optimizer's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
-# forced by leaving the other methods out (E5 of the study): PostgreSQL's enable_* settings; on MariaDB and MySQL
+# forced by leaving the other methods out (experiment E5): PostgreSQL's enable_* settings; on MariaDB and MySQL
 # the secondary indexes ignored by the optimizer (hash), or no join buffers, so no hash or block joins (index)
 JOIN_PLANS = ("optimizer", "hash", "index")
 # The compression of the workload's tables: none; InnoDB's ROW_FORMAT=COMPRESSED in 8 or 4 KiB blocks (zlib8,
@@ -63,9 +63,9 @@ SIZE_MARGIN = 1.25
 TIER_USABLE_SHARE = 0.9
 
 
-def _fail(name: str, value, allowed: str, todo: str = "") -> StudyInputError:
+def _fail(name: str, value, allowed: str, todo: str = "") -> InputError:
     message = f"{name}={value!r} is not allowed; allowed: {allowed}"
-    return StudyInputError(message + (f". {todo}" if todo else ""))
+    return InputError(message + (f". {todo}" if todo else ""))
 
 
 def parse_bytes(name: str, value) -> int:
@@ -122,7 +122,7 @@ def parse_corun(value: str, workload: Workload) -> str:
         return "none"
     try:
         (query,) = parse_queries(value, workload)
-    except (StudyInputError, ValueError):
+    except (InputError, ValueError):
         first, last = workload.queries[0], workload.queries[-1]
         raise _fail("corun", value, f"none, or one {workload.name} query from {first} to {last} (e.g. {last})") from None
     return query
@@ -231,7 +231,7 @@ def _scoped_variables(values: dict, variables: dict, scope: str, chosen: str) ->
         given = "" if values.get(name) is None else str(values[name]).strip()
         if chosen not in scopes:
             if given:
-                raise StudyInputError(f"{name}={given!r} means nothing for {scope}={chosen}; it applies to "
+                raise InputError(f"{name}={given!r} means nothing for {scope}={chosen}; it applies to "
                                       f"{scope} {' and '.join(scopes)} only. Leave it unset for {chosen}")
             typed[name] = None
             continue
@@ -239,40 +239,40 @@ def _scoped_variables(values: dict, variables: dict, scope: str, chosen: str) ->
     return typed
 
 
-def estimated_table_bytes(study: dict) -> dict[str, int]:
+def estimated_table_bytes(settings: dict) -> dict[str, int]:
     """Each table's bytes, with a margin for page sizes, file-system metadata and the free space engines keep."""
-    declared = WORKLOADS[study["workload"]]
+    declared = WORKLOADS[settings["workload"]]
     if declared.numbered:
-        return {t: int(study["table_size"] * declared.row_bytes * SIZE_MARGIN) for t in declared.tables(study["tables"])}
-    sized = {t: int(b * study["scale_factor"] * SIZE_MARGIN) for t, b in declared.bytes_at_sf1.items()}
+        return {t: int(settings["table_size"] * declared.row_bytes * SIZE_MARGIN) for t in declared.tables(settings["tables"])}
+    sized = {t: int(b * settings["scale_factor"] * SIZE_MARGIN) for t, b in declared.bytes_at_sf1.items()}
     return {**sized, **declared.fixed_bytes}
 
 
-def scale_name(study: dict) -> str:
+def scale_name(settings: dict) -> str:
     """The size of a workload's data as run ids and database names carry it: sf0.1; sysbench's 4x100000
     (tables x rows)."""
-    if WORKLOADS[study["workload"]].numbered:
-        return f"{study['tables']}x{study['table_size']}"
-    return f"sf{study['scale_factor']:g}"
+    if WORKLOADS[settings["workload"]].numbered:
+        return f"{settings['tables']}x{settings['table_size']}"
+    return f"sf{settings['scale_factor']:g}"
 
 
 def human_bytes(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
-def check_fit(study: dict, fast_tier_bytes: int) -> None:
-    sizes = estimated_table_bytes(study)
-    fast = {t: sizes[t] for t, tier in study["placement"].items() if tier == FAST}
+def check_fit(settings: dict, fast_tier_bytes: int) -> None:
+    sizes = estimated_table_bytes(settings)
+    fast = {t: sizes[t] for t, tier in settings["placement"].items() if tier == FAST}
     needed = sum(fast.values())
     usable = int(fast_tier_bytes * TIER_USABLE_SHARE)
     if needed > usable:
         listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1])[:4])
         listing += f" and {len(fast) - 4} more" if len(fast) > 4 else ""
-        numbered = WORKLOADS[study["workload"]].numbered
-        scale = (f"tables={study['tables']} x table_size={study['table_size']}" if numbered
-                 else f"scale_factor={study['scale_factor']:g}")
-        raise StudyInputError(
-            f"layout {study['layout']!r} at {scale} needs about {human_bytes(needed)} "
+        numbered = WORKLOADS[settings["workload"]].numbered
+        scale = (f"tables={settings['tables']} x table_size={settings['table_size']}" if numbered
+                 else f"scale_factor={settings['scale_factor']:g}")
+        raise InputError(
+            f"layout {settings['layout']!r} at {scale} needs about {human_bytes(needed)} "
             f"on the fast tier ({listing}), but the fast tier holds {human_bytes(usable)} usable "
             f"of {human_bytes(fast_tier_bytes)}; choose fewer tables, a smaller "
             f"{'table_size' if numbered else 'scale_factor'}, or a larger fast tier"
@@ -298,7 +298,7 @@ def check_compression(compression: str, engine: str, page_size: str, tier_filesy
         others = {role: fs for role, fs in tier_filesystems.items() if fs != wanted}
         if others:
             listing = ", ".join(f"the {role} tier's is {fs or 'not declared'}" for role, fs in sorted(others.items()))
-            raise StudyInputError(
+            raise InputError(
                 f"compression={compression!r} is {wanted}'s, on the database's directories of every tier, but {listing}; "
                 f"set tiers_filesystem={wanted} (or the tiers' own 'filesystem: {wanted}') on a tierlab_root whose "
                 "tiers are not made yet, or choose another compression")
@@ -310,7 +310,7 @@ def check_compression(compression: str, engine: str, page_size: str, tier_filesy
     else:
         why = f"its {COMPRESSED_BLOCK_BYTES[compression] >> 10} KiB blocks would not be smaller than the pages"
     allowed = ", ".join(c for c in COMPRESSIONS if _compresses(c, page_bytes))
-    raise StudyInputError(f"compression={compression!r} cannot be used with page_size={page_size}: {why}; allowed "
+    raise InputError(f"compression={compression!r} cannot be used with page_size={page_size}: {why}; allowed "
                           f"with page_size={page_size}: {allowed}")
 
 
@@ -321,7 +321,7 @@ def _buffered_flush_method(given, compression: str) -> str:
     if not given:
         return "fsync"
     if given not in BUFFERED_FLUSH_METHODS:
-        raise StudyInputError(f"flush_method={given!r} cannot be used with compression={compression!r}: "
+        raise InputError(f"flush_method={given!r} cannot be used with compression={compression!r}: "
                               f"{FS_COMPRESSIONS[compression]} writes O_DIRECT writes uncompressed; allowed with it: "
                               f"{', '.join(BUFFERED_FLUSH_METHODS)} (fsync when flush_method is left unset)")
     return given
@@ -331,28 +331,28 @@ def _fast_cache(values: dict, layout: str, fast_tier_bytes: int | None, tier_emu
     """fast_cache (a size, or empty for none) and fast_cache_policy, checked: the cache is emulated, in front of the
     capacity tier, which then holds every table, and no larger than the fast tier."""
     given = str(values.get("fast_cache") or "").strip()
-    # a policy without a cache stays as given, so that a study can set it once beside a matrix that has no cache
+    # a policy without a cache stays as given, so that a settings can set it once beside a matrix that has no cache
     policy = _choice("fast_cache_policy", values.get("fast_cache_policy") or FAST_CACHE_DEFAULTS["fast_cache_policy"],
                      FAST_CACHE_POLICIES)
     if not given or given.lower() == "none":
         return {"fast_cache": FAST_CACHE_DEFAULTS["fast_cache"], "fast_cache_bytes": 0, "fast_cache_policy": policy}
     size = parse_bytes("fast_cache", given)
     if layout != "None":
-        raise StudyInputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
+        raise InputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
                               f"every table: give layout=None (got layout={layout})")
     if tier_emulations is not None and (tier_emulations.get(FAST), tier_emulations.get("capacity")) != ("model", "model"):
-        raise StudyInputError(f"fast_cache={given}: the cache is emulated by the tiers' device models, so both tiers must "
+        raise InputError(f"fast_cache={given}: the cache is emulated by the tiers' device models, so both tiers must "
                               f"have emulation: model (these have fast: {tier_emulations.get(FAST)}, capacity: "
                               f"{tier_emulations.get('capacity')}); on real devices make the capacity tier an lvmcache, "
                               "dm-cache or bcache device instead")
     if fast_tier_bytes is not None and size > fast_tier_bytes:
-        raise StudyInputError(f"fast_cache={given} is larger than the fast tier ({human_bytes(fast_tier_bytes)})")
+        raise InputError(f"fast_cache={given} is larger than the fast tier ({human_bytes(fast_tier_bytes)})")
     return {"fast_cache": given, "fast_cache_bytes": size, "fast_cache_policy": policy}
 
 
 def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None,
              tier_emulations: dict[str, str] | None = None) -> dict:
-    """The normalized study settings from raw -e values (strings or typed); tier_filesystems and
+    """The run's normalized settings from raw -e values (strings or typed); tier_filesystems and
     tier_emulations as the tiers declare them (validate_tiers), by role."""
     workload = values.get("workload", "tpch")
     if workload not in WORKLOADS:
@@ -377,7 +377,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     if engine in MYSQL_FAMILY and engine_variables["compression"] in FS_COMPRESSIONS:
         engine_variables["flush_method"] = _buffered_flush_method(values.get("flush_method"),
                                                                   engine_variables["compression"])
-    study = {
+    settings = {
         "engine": engine,
         "workload": workload,
         **workload_variables,
@@ -399,15 +399,15 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
         "resume": str(values.get("resume") or ""),
     }
     # per query, the driving dimension's table and key whose ranges split it, when it is split
-    study["subquery_keys"] = ({query: list(declared.partition_keys[query]) for query in study["queries"]}
-                              if (study["subqueries"] or 1) > 1 else {})
-    study["scale"] = scale_name(study)
-    compression = study["compression"]
-    study["database"] = f"{workload}_{study['scale'].replace('.', '_')}" + (
+    settings["subquery_keys"] = ({query: list(declared.partition_keys[query]) for query in settings["queries"]}
+                              if (settings["subqueries"] or 1) > 1 else {})
+    settings["scale"] = scale_name(settings)
+    compression = settings["compression"]
+    settings["database"] = f"{workload}_{settings['scale'].replace('.', '_')}" + (
         f"_{compression}" if compression != "none" else "")
     if fast_tier_bytes is not None:
-        check_fit(study, int(fast_tier_bytes))
-    return study
+        check_fit(settings, int(fast_tier_bytes))
+    return settings
 
 
 @cache
@@ -418,56 +418,56 @@ def run_defaults() -> dict:
 
 
 def resume_conflicts(recorded: dict, values: dict, *tiers) -> dict[str, tuple]:
-    """The variables of the study these values make (validate(values, *tiers)) that the run to resume
-    (recorded: the study of its config/study.json) had otherwise, as {variable: (the run's, now)}. A run
+    """The variables of the settings these values make (validate(values, *tiers)) that the run to resume
+    (recorded: the settings of its config/run.json) had otherwise, as {variable: (the run's, now)}. A run
     made by an earlier tierlab lacks the variables added since: it ran with their defaults."""
-    study = json.loads(json.dumps(validate(values, *tiers)))
+    settings = json.loads(json.dumps(validate(values, *tiers)))
     added = {name: run_defaults()[name] for name in RUN_VARIABLES if name not in recorded}
     then = {**json.loads(json.dumps(validate({**values, **added}, *tiers))), **recorded} if added else recorded
     # the variables given, not what follows from them (a layout's placement, a scale's database)
-    return {name: (then.get(name), study[name]) for name in ("workload", *RUN_VARIABLES) if then.get(name) != study[name]}
+    return {name: (then.get(name), settings[name]) for name in ("workload", *RUN_VARIABLES) if then.get(name) != settings[name]}
 
 
-def _cache_bytes(cache: dict, study: dict) -> int:
-    """A size given as bytes or as a percentage of the study's estimated data size, in whole MiB."""
+def _cache_bytes(cache: dict, settings: dict) -> int:
+    """A size given as bytes or as a percentage of the run's estimated data size, in whole MiB."""
     if "bytes" in cache:
         wanted = cache["bytes"]
     else:
-        data = sum(estimated_table_bytes(study).values()) / SIZE_MARGIN
+        data = sum(estimated_table_bytes(settings).values()) / SIZE_MARGIN
         wanted = int(data * cache["percent"] / 100)
     return wanted >> 20 << 20
 
 
-def buffer_pool_bytes(study: dict) -> int:
+def buffer_pool_bytes(settings: dict) -> int:
     """Bytes of the engine's own cache (innodb_buffer_pool_size, shared_buffers).
 
     MariaDB needs room for a few hundred pages at the least, so small
     percentages are raised to 256 pages (and to 8 MiB).
     """
-    return max(256 * study["page_size_bytes"], 8 << 20, _cache_bytes(study["buffer_pool"], study))
+    return max(256 * settings["page_size_bytes"], 8 << 20, _cache_bytes(settings["buffer_pool"], settings))
 
 
-def connections(study: dict) -> int:
+def connections(settings: dict) -> int:
     """The connections a run's workload holds open at once: sysbench's threads, or a query's subqueries
     (one when it is not split) and the co-running query's."""
-    if study["threads"] is not None:
-        return study["threads"]
-    return (study["subqueries"] or 1) + (study["corun"] not in (None, "none"))
+    if settings["threads"] is not None:
+        return settings["threads"]
+    return (settings["subqueries"] or 1) + (settings["corun"] not in (None, "none"))
 
 
-def busy_postgresql_processes(study: dict) -> int:
+def busy_postgresql_processes(settings: dict) -> int:
     """The server processes a PostgreSQL run keeps busy at once: one per connection, and the parallel workers
     a query's plans may start (max_parallel_workers at most; sysbench's short statements start none)."""
-    if study["threads"] is not None:
-        return connections(study)
-    return connections(study) + min(connections(study) * study["parallel_workers"], max(study["parallel_workers"], 8))
+    if settings["threads"] is not None:
+        return connections(settings)
+    return connections(settings) + min(connections(settings) * settings["parallel_workers"], max(settings["parallel_workers"], 8))
 
 
-def memory_limit_bytes(study: dict) -> int:
+def memory_limit_bytes(settings: dict) -> int:
     """The memory bound of a PostgreSQL server's processes: shared_buffers, the page cache it may
     keep (os_cache) and its processes' own memory, more for each further process it keeps busy."""
-    return (buffer_pool_bytes(study) + _cache_bytes(study["os_cache"], study) + POSTGRESQL_PROCESS_BYTES
-            + (busy_postgresql_processes(study) - 1) * POSTGRESQL_BACKEND_BYTES)
+    return (buffer_pool_bytes(settings) + _cache_bytes(settings["os_cache"], settings) + POSTGRESQL_PROCESS_BYTES
+            + (busy_postgresql_processes(settings) - 1) * POSTGRESQL_BACKEND_BYTES)
 
 
 TIER_EMULATIONS = ("model", "throttle", "none")
@@ -487,7 +487,7 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
     and, for `model` tiers, the checked `profile_file`.
     """
     if not isinstance(tiers, list) or not tiers:
-        raise StudyInputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
+        raise InputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
     _choice("tiers_emulation", default_emulation, TIER_EMULATIONS)
     _choice("tiers_filesystem", default_filesystem, FILESYSTEMS)
     names = [str(t.get("name", "")) for t in tiers]
@@ -498,7 +498,7 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
         if not name or not re.fullmatch(r"[a-z][a-z0-9_-]*", str(name)):
             raise _fail("tiers name", name, "lowercase letters, digits, '_' and '-', starting with a letter (e.g. optane)")
         if names.count(str(name)) > 1:
-            raise StudyInputError(f"{where} is named twice in the inventory's 'tiers'; give each tier its own name")
+            raise InputError(f"{where} is named twice in the inventory's 'tiers'; give each tier its own name")
         _choice(f"{where} role", tier.get("role"), TIERS)
         tier = {**tier, "emulation": tier.get("emulation", default_emulation)}
         _choice(f"{where} emulation", tier["emulation"], TIER_EMULATIONS)
@@ -508,7 +508,7 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
             _choice(f"{where} filesystem", tier["filesystem"], FILESYSTEMS)
         if tier["emulation"] == "none":
             if not tier.get("path") and not tier.get("device"):
-                raise StudyInputError(
+                raise InputError(
                     f"{where} (emulation none) needs 'path' (a mounted file system) or 'device' (to format and mount)"
                 )
         else:
@@ -521,7 +521,7 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
                 tier["profile_file"] = str(device_profile.profile_path(str(tier["profile"])))
                 device_profile.load(Path(tier["profile_file"]))
             except DeviceProfileError as exc:
-                raise StudyInputError(f"{where}: {exc}") from None
+                raise InputError(f"{where}: {exc}") from None
         if tier.get("read_ahead_kb") is not None:
             _positive_int(f"{where} read_ahead_kb", tier["read_ahead_kb"], 0)
         unknown = set(tier.get("throttle") or {}) - set(THROTTLE_KEYS)
@@ -530,7 +530,7 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
         resolved.append(tier)
     roles = [t["role"] for t in tiers]
     if sorted(roles) != ["capacity", FAST]:
-        raise StudyInputError(
+        raise InputError(
             "the inventory's 'tiers' must have exactly one tier with role 'fast' and one with role 'capacity'; "
             f"given roles: {roles}"
         )
