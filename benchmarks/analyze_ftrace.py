@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from peak_memory import run_measured
 
-from tierlab.parse_ftrace_raw import KERNEL_LAYOUT, MAGIC, write_ftrace_raw
+from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, MAGIC, write_ftrace_raw
 
 QUERIES = 22
 START_S = 1000.0

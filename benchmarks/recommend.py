@@ -27,7 +27,7 @@ import numpy as np
 from analyze_ftrace import START_S, raw_pages
 from peak_memory import run_measured
 
-from tierlab.parse_ftrace_raw import KERNEL_LAYOUT, MAGIC
+from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, MAGIC
 
 PROJECT = Path(__file__).resolve().parents[1]
 TIERLAB = str(Path(sys.executable).with_name("tierlab"))

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 from peak_memory import run_measured
 
-from tierlab.parse_blktrace import blk_action, dev_t, record_dtype, write_blktrace
+from tierlab.traces.blk import blk_action, dev_t, record_dtype
+from tierlab.traces.blktrace import write_blktrace
 
 DEVICE = "259:0"
 PIDS = 64

@@ -4,9 +4,12 @@ __all__ = ["Run", "analyze", "load_run"]
 
 
 def __getattr__(name: str):
-    # run_io imports pandas and the compiled metrics (about a second); the playbooks' filters import
-    # tierlab.run_settings in every task's worker process and need none of it
+    # these import pandas and the compiled metrics (about a second); the playbooks' filters import
+    # tierlab.runs.settings in every task's worker process and need none of it
+    if name == "analyze":
+        from .runs.analyze import analyze
+        return analyze
     if name in __all__:
-        from . import run_io
-        return getattr(run_io, name)
+        from .runs import results
+        return getattr(results, name)
     raise AttributeError(f"module 'tierlab' has no attribute {name!r}")

@@ -5,8 +5,8 @@ from pathlib import Path
 from ansible.errors import AnsibleFilterError
 
 from tierlab.errors import InputError, TierlabError
-from tierlab.manifest import read_run_config
-from tierlab.run_settings import (
+from tierlab.runs.manifest import read_run_config
+from tierlab.runs.settings import (
     buffer_pool_bytes,
     connections,
     memory_limit_bytes,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tierlab.device_profile import load
+from tierlab.devices.profiles import load
 
 ROOT = Path(__file__).resolve().parents[2]
 

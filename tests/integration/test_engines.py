@@ -8,8 +8,8 @@ import pytest
 from answers import read_answer, same_answer
 
 import tierlab
-from tierlab.run_settings import POSTGRESQL_BACKEND_BYTES, POSTGRESQL_PROCESS_BYTES
-from tierlab.workloads import WORKLOADS
+from tierlab.catalog.workloads import WORKLOADS
+from tierlab.runs.settings import POSTGRESQL_BACKEND_BYTES, POSTGRESQL_PROCESS_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 

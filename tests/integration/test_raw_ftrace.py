@@ -6,8 +6,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tierlab.parse_ftrace import parse_ftrace
-from tierlab.parse_ftrace_raw import parse_ftrace_raw
+from tierlab.traces.ftrace import parse_ftrace
+from tierlab.traces.ftrace_raw import parse_ftrace_raw
 from tierlab_host import record, teardown, trace
 from tierlab_host.trace import FtraceInstance
 

@@ -7,7 +7,7 @@ import pytest
 from answers import read_answer, same_answer
 
 import tierlab
-from tierlab.run_io import read_plan_accesses
+from tierlab.runs.results import read_plan_accesses
 
 # rows of each answer at scale factor 0.01 with seed 1, from pandas over the generated files: Q3.3 and Q3.4
 # ask for suppliers in two British cities, which 20 suppliers do not have

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from tierlab.advise import advise, statements
+from tierlab.studies.advise import advise, statements
 
 
 def figures(setting: str, values: dict, higher: bool = True, unit: str = "transactions/s", step: str = "oltp_read_write",

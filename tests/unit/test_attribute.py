@@ -1,7 +1,7 @@
 import pandas as pd
 
-from tierlab.attribute import attribute, extent_table
-from tierlab.metrics import Pieces, access_summary, mark_sequential
+from tierlab.metrics.attribute import attribute, extent_table
+from tierlab.metrics.patterns import Pieces, access_summary, mark_sequential
 
 FILES = [
     # lineitem.ibd: two extents, the second one physically before the first

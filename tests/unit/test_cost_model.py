@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab import cost_model
-from tierlab.device_profile import profile_path
+from tierlab.devices import cost_model
+from tierlab.devices.profiles import profile_path
 
 PROFILES = {"fast": profile_path("optane"), "capacity": profile_path("nand")}
 TIER_ROLES = {"optane": "fast", "nand": "capacity"}

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tierlab import device_fit
-from tierlab.device_profile import load, parse, profile_path
+from tierlab.devices import fit as device_fit
+from tierlab.devices.profiles import load, parse, profile_path
 
 # the measurements as a host that runs the model twice as slow takes them
 DILATION = 2.0

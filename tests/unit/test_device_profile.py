@@ -1,11 +1,11 @@
-"""Device profiles: both readers (the emulator's C parser and tierlab.device_profile) refuse the same mistakes."""
+"""Device profiles: both readers (the emulator's C parser and tierlab.devices.profiles) refuse the same mistakes."""
 
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tierlab import device_profile
+from tierlab.devices import profiles as device_profile
 from tierlab.errors import DeviceProfileError
 
 EMULATOR = Path(__file__).resolve().parents[2] / "emulator"

@@ -1,7 +1,7 @@
 import pytest
 
+from tierlab.catalog.layout import layout_name, parse_layout
 from tierlab.errors import InputError
-from tierlab.layout import layout_name, parse_layout
 
 TABLES = {"customer", "orders", "lineitem", "partsupp", "part", "supplier", "nation", "region"}
 

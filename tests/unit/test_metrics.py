@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab.metrics import (
+from tierlab.metrics.patterns import (
     AccessTotals,
     InFlight,
     Pieces,

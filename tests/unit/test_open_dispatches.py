@@ -4,7 +4,8 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from tierlab.parse_blktrace import Matcher, blk_action, dev_t
+from tierlab.traces.blk import blk_action, dev_t
+from tierlab.traces.matcher import Matcher
 
 DEVICES = np.array([dev_t("7:1"), dev_t("259:0")], dtype=np.uint32)
 DISPATCH, COMPLETE = blk_action("D", "R"), blk_action("C", "R")

@@ -5,9 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab.block_trace import MAX_END_SECTOR
 from tierlab.errors import TraceFormatError
-from tierlab.parse_blktrace import (
+from tierlab.traces.blk import (
     BLK_IO_TRACE_MAGIC,
     BLK_IO_TRACE_VERSION,
     BLK_TA_CGROUP,
@@ -22,12 +21,12 @@ from tierlab.parse_blktrace import (
     BLK_TC_WRITE,
     blk_action,
     dev_t,
-    parse_blkparse_text,
-    parse_blktrace_binary,
     record_dtype,
     rwbs_string,
-    write_blktrace,
 )
+from tierlab.traces.blkparse_text import parse_blkparse_text
+from tierlab.traces.blktrace import parse_blktrace_binary, write_blktrace
+from tierlab.traces.frame import MAX_END_SECTOR
 
 T0 = 5_000_000_000_000          # trace clock of the first event, ns (5000 s)
 DEV = "8:16"
@@ -457,7 +456,7 @@ def test_blkparse_text_read_in_batches_of_any_size_gives_the_same_requests(tmp_p
     text = tmp_path / "trace.txt"
     subprocess.run(["blkparse", "-i", str(prefix), "-o", str(text)], check=True, capture_output=True)
     whole = parse_blkparse_text(text)
-    monkeypatch.setattr("tierlab.parse_blktrace._TEXT_BATCH", 97)
+    monkeypatch.setattr("tierlab.traces.blkparse_text._TEXT_BATCH", 97)
     batched = parse_blkparse_text(text)
     pd.testing.assert_frame_equal(batched.requests, whole.requests)
     assert (batched.markers, batched.counts) == (whole.markers, whole.counts)

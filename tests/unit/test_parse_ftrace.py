@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab.block_trace import CATEGORICAL_COLUMNS, classify, concat_requests
 from tierlab.errors import TraceFormatError
-from tierlab.parse_ftrace import parse_ftrace
+from tierlab.traces.frame import CATEGORICAL_COLUMNS, classify, concat_requests
+from tierlab.traces.ftrace import parse_ftrace
 
 HEADER = """# tracer: nop
 #
@@ -192,7 +192,7 @@ def test_chunks_of_any_size_read_the_same_requests(tmp_path, monkeypatch):
     body = "".join(issue(1.0 + i / 1000, "R", 8 * i, 8) + complete(1.0005 + i / 1000, "R", 8 * i, 8) for i in range(40))
     path = write_trace(tmp_path, marker(0.5, "tierlab start q03_try1 " + "x" * 300) + body.rstrip("\n"))
     whole = parse_ftrace(path)
-    monkeypatch.setattr("tierlab.parse_ftrace.CHUNK_BYTES", 97)
+    monkeypatch.setattr("tierlab.traces.ftrace.CHUNK_BYTES", 97)
     chunked = parse_ftrace(path)
     pd.testing.assert_frame_equal(chunked.requests, whole.requests)
     assert len(whole.requests) == 40

@@ -4,8 +4,8 @@ import pytest
 from test_parse_ftrace import HEADER, complete, issue, marker
 
 from tierlab.errors import TraceFormatError
-from tierlab.parse_ftrace import parse_ftrace
-from tierlab.parse_ftrace_raw import KERNEL_LAYOUT, MAGIC, parse_ftrace_raw, write_ftrace_raw
+from tierlab.traces.ftrace import parse_ftrace
+from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, MAGIC, parse_ftrace_raw, write_ftrace_raw
 
 
 def ns(seconds: float) -> int:

@@ -4,11 +4,11 @@ import subprocess
 
 import pytest
 
-from tierlab import cost_model
 from tierlab.cli import main
-from tierlab.device_profile import profile_path
+from tierlab.devices import cost_model
+from tierlab.devices.profiles import profile_path
 from tierlab.errors import InputError
-from tierlab.planner_costs import planner_costs, run_variables
+from tierlab.placement.planner_costs import planner_costs, run_variables
 
 PROFILES = {"fast": profile_path("optane"), "capacity": profile_path("nand")}
 # a request's latency at depth 1 is the profile's latency plus its transfer at the read bandwidth (bytes/us)

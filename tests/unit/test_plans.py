@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tierlab.plans import plan_accesses, table_aliases
-from tierlab.workloads import TPCH as TPCH_WORKLOAD
+from tierlab.catalog.workloads import TPCH as TPCH_WORKLOAD
+from tierlab.metrics.plans import plan_accesses, table_aliases
 
 PLANS = Path(__file__).parent / "plans"
 TPCH = set(TPCH_WORKLOAD.codes.values())

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tierlab.prefetch import prefetched, sink_on_thread
+from tierlab.traces.prefetch import prefetched, sink_on_thread
 
 
 def test_prefetched_items_come_in_order():

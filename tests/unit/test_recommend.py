@@ -5,21 +5,21 @@ import math
 import pandas as pd
 import pytest
 
-from tierlab import recommend
-from tierlab.layout import CAPACITY, FAST, parse_layout
+from tierlab.catalog.layout import CAPACITY, FAST, parse_layout
+from tierlab.placement import predict
 
 MIB = 1 << 20
 SIZES = {"customer": 2 * MIB, "lineitem": 60 * MIB, "nation": 0, "orders": 15 * MIB, "part": 2 * MIB,
          "partsupp": 10 * MIB, "region": 0, "supplier": MIB}
 
 
-def q03(weight: float = 1.0) -> recommend.TracedQuery:
+def q03(weight: float = 1.0) -> predict.TracedQuery:
     """Traced under C+O: 10 s elapsed, 8 s of it with I/O in flight; the model's I/O time per split."""
     costs = {frozenset(): 1000.0, frozenset({"customer"}): 990.0, frozenset({"orders"}): 600.0,
              frozenset({"lineitem"}): 700.0, frozenset({"customer", "orders"}): 500.0,
              frozenset({"customer", "lineitem"}): 690.0, frozenset({"orders", "lineitem"}): 300.0,
              frozenset({"customer", "orders", "lineitem"}): 250.0}
-    return recommend.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O"), costs)
+    return predict.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O"), costs)
 
 
 def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time():
@@ -32,9 +32,9 @@ def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time
 
 
 def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():
-    predicted = recommend.predict_layouts([q03()], recommend.all_layouts(SIZES), "tpch")
+    predicted = predict.predict_layouts([q03()], predict.all_layouts(SIZES), "tpch")
     assert len(predicted) == 256
-    curve = recommend.capacity_curve(predicted)
+    curve = predict.capacity_curve(predicted)
     # None at 0 B is as good as N+R (0 B too) and comes first; O beats C+O's larger footprint until L fits
     assert curve.to_dict("records") == [
         {"capacity_bytes": 0, "layout": "None", "predicted_s": 18.0},
@@ -44,22 +44,22 @@ def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():
         {"capacity_bytes": 75 * MIB, "layout": "O+L", "predicted_s": pytest.approx(6.8)},
         {"capacity_bytes": 77 * MIB, "layout": "C+O+L", "predicted_s": pytest.approx(6.0)},
     ]
-    assert recommend.best_at(curve, 70 * MIB)["layout"] == "C+O"
+    assert predict.best_at(curve, 70 * MIB)["layout"] == "C+O"
 
 
 def test_weights_scale_each_query_s_share_of_the_workload_time():
-    layouts = recommend.all_layouts(SIZES)
-    once = recommend.predict_layouts([q03()], layouts, "tpch")["predicted_s"]
-    assert recommend.predict_layouts([q03(weight=3.0)], layouts, "tpch")["predicted_s"].tolist() == \
+    layouts = predict.all_layouts(SIZES)
+    once = predict.predict_layouts([q03()], layouts, "tpch")["predicted_s"]
+    assert predict.predict_layouts([q03(weight=3.0)], layouts, "tpch")["predicted_s"].tolist() == \
         pytest.approx((3 * once).tolist())
 
 
 def test_the_cache_wins_where_the_admitting_cache_s_predicted_time_is_below_the_best_placement_s():
-    curve = recommend.capacity_curve(recommend.predict_layouts([q03()], recommend.all_layouts(SIZES), "tpch"))
+    curve = predict.capacity_curve(predict.predict_layouts([q03()], predict.all_layouts(SIZES), "tpch"))
     cache = pd.DataFrame({"capacity_bytes": [2 * MIB, 2 * MIB, 17 * MIB, 17 * MIB],
                           "policy": ["lru", "admitting"] * 2, "hits": [20, 10, 90, 80], "requests": [100] * 4,
                           "io_us": [300.0, 400.0, 550.0, 600.0]})
-    rows = recommend.cache_curve([q03()], [cache], curve).to_dict("records")
+    rows = predict.cache_curve([q03()], [cache], curve).to_dict("records")
     assert [(r["capacity_bytes"], r["admitting_predicted_s"], r["admitting_hit_pct"], r["lru_predicted_s"],
              r["placement_layout"], r["verdict"]) for r in rows] == [
         (2 * MIB, 8.4, 10.0, 6.8, "C", "cache"), (17 * MIB, 11.6, 80.0, 10.8, "C+O", "placement")]
@@ -68,41 +68,41 @@ def test_the_cache_wins_where_the_admitting_cache_s_predicted_time_is_below_the_
 def test_the_repeat_spearman_ranks_each_repetition_against_the_median_of_the_others():
     # the first repetition swaps O and C+O; the second and the third rank them as the others' medians do
     runs = {"None": [48.6, 48.0, 49.0], "O": [35.0, 33.0, 33.2], "C+O": [34.0, 34.5, 34.6], "ALL": [21.8, 22.0, 21.5]}
-    assert recommend.repeat_spearman(runs) == 1.0
+    assert predict.repeat_spearman(runs) == 1.0
     # with O slow in the second repetition too, every repetition disagrees with the others' medians on them
     runs["O"][1] = 34.8
-    assert recommend.repeat_spearman(runs) == pytest.approx(0.8)
+    assert predict.repeat_spearman(runs) == pytest.approx(0.8)
 
 
 def test_the_repeat_spearman_needs_every_layout_twice_and_two_layouts():
-    assert math.isnan(recommend.repeat_spearman({"None": [48.6, 48.0], "O": [35.1]}))
-    assert math.isnan(recommend.repeat_spearman({"None": [48.6, 48.0]}))
+    assert math.isnan(predict.repeat_spearman({"None": [48.6, 48.0], "O": [35.1]}))
+    assert math.isnan(predict.repeat_spearman({"None": [48.6, 48.0]}))
 
 
 def test_a_repetition_whose_times_are_all_equal_ranks_nothing():
     # the second repetition ran both in 30 s: the other two, which rank alike, decide
-    assert recommend.repeat_spearman({"None": [48.6, 30.0, 48.0], "O": [35.1, 30.0, 35.0]}) == pytest.approx(1.0)
+    assert predict.repeat_spearman({"None": [48.6, 30.0, 48.0], "O": [35.1, 30.0, 35.0]}) == pytest.approx(1.0)
 
 
 def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate():
     rates = {(CAPACITY, FAST): 100.0 * MIB, (FAST, CAPACITY): 50.0 * MIB}
-    moved = recommend.migration(SIZES, parse_layout("C+O"), parse_layout("O+L"), rates)
+    moved = predict.migration(SIZES, parse_layout("C+O"), parse_layout("O+L"), rates)
     assert moved == {"tables": ["customer", "lineitem"], "bytes": 62 * MIB, "predicted_s": 0.6 + 0.04}
 
 
 def test_validation_ranks_predicted_against_measured_layouts_and_states_the_regret():
     measured = {"None": 48.6, "L": 40.2, "O": 35.1, "C+O": 34.0, "ALL": 21.8}
     predicted = {"None": 50.0, "L": 30.0, "O": 36.0, "C+O": 33.0, "ALL": 25.0}
-    assert recommend.validation(predicted, measured) == {
+    assert predict.validation(predicted, measured) == {
         "layouts": 5, "spearman": pytest.approx(0.7), "predicted_fastest": "ALL", "measured_fastest": "ALL", "regret_pct": 0.0}
-    assert recommend.validation({**predicted, "ALL": 60.0}, measured)["regret_pct"] == pytest.approx(100 * (40.2 / 21.8 - 1))
+    assert predict.validation({**predicted, "ALL": 60.0}, measured)["regret_pct"] == pytest.approx(100 * (40.2 / 21.8 - 1))
 
 
 def test_layout_errors_set_each_layout_s_predictions_beside_its_runs_fastest_first():
     runs = {"None": [48.0, 48.6, 49.2], "O": [35.1, 34.0, 36.0], "ALL": [21.8, 22.0, 21.6]}
     predictions = [{"None": 50.0, "O": 33.0, "ALL": 22.0}, {"None": 47.0, "O": 36.0, "ALL": 24.0},
                    {"None": 49.0, "O": 34.0, "ALL": 23.0}]
-    rows = recommend.layout_errors(runs, predictions).to_dict("records")
+    rows = predict.layout_errors(runs, predictions).to_dict("records")
     assert [(r["layout"], r["runs"], r["measured_s"], r["measured_min_s"], r["measured_max_s"], r["predicted_s"],
              r["predicted_min_s"], r["predicted_max_s"]) for r in rows] == [
         ("ALL", 3, 21.8, 21.6, 22.0, 23.0, 22.0, 24.0), ("O", 3, 35.1, 34.0, 36.0, 34.0, 33.0, 36.0),

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from tierlab.manifest import tiers_fidelity
-from tierlab.report import fidelity
+from tierlab.report.run import fidelity
+from tierlab.runs.manifest import tiers_fidelity
 
 TIERS = [{"name": "optane", "calibration": {"dilation": 8.5}}, {"name": "nand", "calibration": {"dilation": 8.5}}]
 FAITHFUL = {"verdict": "faithful", "tiers": {"optane": "faithful", "nand": "faithful"}, "reasons": []}

@@ -10,7 +10,8 @@ from tiny_run import add_query, make_run, read
 
 from tierlab.cli import main
 from tierlab.errors import RunDirError
-from tierlab.run_io import REQUEST_COLUMNS, analyze, load_run, request_chunks
+from tierlab.runs.analyze import analyze
+from tierlab.runs.results import REQUEST_COLUMNS, load_run, request_chunks
 
 
 def run_dir(tmp_path, manifest_text: str):

@@ -3,9 +3,9 @@ import re
 
 import pytest
 
-from tierlab import cost_model
+from tierlab.devices import cost_model
 from tierlab.errors import InputError
-from tierlab.run_settings import (
+from tierlab.runs.settings import (
     FAST_CACHE_POLICIES,
     buffer_pool_bytes,
     check_fit,

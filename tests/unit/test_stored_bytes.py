@@ -1,5 +1,5 @@
-from tierlab.manifest import layout_files
-from tierlab.report import run_context
+from tierlab.report.run import run_context
+from tierlab.runs.manifest import layout_files
 
 # two files of lineitem: its table, half of it stored compressed, and its primary key, stored as it is
 EXTENTS = {"files": [

@@ -5,9 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from tierlab import study
 from tierlab.errors import InputError, RunDirError
-from tierlab.study import fastest, inventory_hosts, points, read_study, read_study_record, run_study
+from tierlab.studies import study
+from tierlab.studies.study import fastest, inventory_hosts, points, read_study, read_study_record, run_study
 
 STUDY = """
 name: e5-plans

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from tierlab.errors import RunDirError
-from tierlab.run_io import read_driver_reports
-from tierlab.throughput import throughput
+from tierlab.metrics.throughput import throughput
+from tierlab.runs.results import read_driver_reports
 
 # as sysbench_report.lua writes them: two 1 s intervals and the window's total
 REPORTS = [

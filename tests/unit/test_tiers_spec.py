@@ -1,8 +1,8 @@
 import pytest
 
-from tierlab.device_profile import PROFILES_DIR
+from tierlab.devices.profiles import PROFILES_DIR
 from tierlab.errors import InputError
-from tierlab.run_settings import validate_dilation, validate_tiers
+from tierlab.runs.settings import validate_dilation, validate_tiers
 
 OPTANE = {"name": "optane", "role": "fast", "size": "6G", "read_ahead_kb": 128, "profile": "optane", "throttle": {}}
 NAND = {"name": "nand", "role": "capacity", "size": "16G", "profile": "nand", "throttle": {"read_iops": 2000}}

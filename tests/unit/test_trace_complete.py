@@ -6,7 +6,8 @@ import pytest
 from tiny_run import add_query, line, make_run, read
 
 from tierlab.cli import main
-from tierlab.run_io import analyze, load_run
+from tierlab.runs.analyze import analyze
+from tierlab.runs.results import load_run
 
 
 @pytest.mark.parametrize(("end_marker", "complete"), [(True, True), (False, False)])

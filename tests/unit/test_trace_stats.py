@@ -3,9 +3,9 @@ import json
 import pytest
 
 from tierlab.cli import main
-from tierlab.parse_blktrace import write_blktrace
-from tierlab.parse_ftrace_raw import write_ftrace_raw
-from tierlab.trace_stats import detect_format
+from tierlab.traces.blktrace import write_blktrace
+from tierlab.traces.ftrace_raw import write_ftrace_raw
+from tierlab.traces.stats import detect_format
 
 FTRACE = """# tracer: nop
 #

@@ -4,10 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab import parse_blktrace
-from tierlab.metrics import Pieces, access_summary, sequential_flags
-from tierlab.parse_blktrace import blk_action, dev_t, parse_blktrace_binary, record_dtype, write_blktrace
-from tierlab.trace_stats import StatsSink, trace_stats
+from tierlab.metrics.patterns import Pieces, access_summary, sequential_flags
+from tierlab.traces import matcher
+from tierlab.traces.blk import blk_action, dev_t, record_dtype
+from tierlab.traces.blktrace import parse_blktrace_binary, write_blktrace
+from tierlab.traces.stats import StatsSink, trace_stats
 
 PAGE = 16384
 T0 = 5_000_000_000_000
@@ -58,7 +59,7 @@ def same(summary: dict) -> dict:
 def test_the_frames_handed_to_a_sink_are_the_rows_of_the_whole_trace(tmp_path, monkeypatch):
     prefix = random_trace(tmp_path / "t", 3000, 7)
     whole = parse_blktrace_binary(prefix)
-    monkeypatch.setattr(parse_blktrace, "SINK_ROWS", 100)
+    monkeypatch.setattr(matcher, "SINK_ROWS", 100)
     frames = []
     streamed = parse_blktrace_binary(prefix, chunk_bytes=4800, sink=frames.append)
     assert len(frames) > 10
@@ -75,7 +76,7 @@ def test_the_frames_handed_to_a_sink_are_the_rows_of_the_whole_trace(tmp_path, m
 def test_the_metrics_summed_up_frame_by_frame_are_those_of_the_whole_trace(tmp_path, monkeypatch):
     prefix = random_trace(tmp_path / "t", 3000, 11)
     expected = whole_summary(parse_blktrace_binary(prefix).requests)
-    monkeypatch.setattr(parse_blktrace, "SINK_ROWS", 100)
+    monkeypatch.setattr(matcher, "SINK_ROWS", 100)
     sink = StatsSink(PAGE)
     parse_blktrace_binary(prefix, chunk_bytes=4800, sink=sink)
     assert sink.totals.summary() == same(expected)

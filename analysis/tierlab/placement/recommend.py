@@ -1,0 +1,147 @@
+"""`tierlab recommend`: the best layout for a fast-tier capacity, the capacity curve, and the fast tier as a block
+cache of the same size instead, predicted from traced runs; with the evidence and the assumptions."""
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from ..catalog.layout import CAPACITY, FAST, parse_layout
+from ..devices import cost_model, profiles
+from ..errors import InputError, RunDirError
+from ..runs.manifest import tiers_dilation
+from ..runs.results import read_table
+from ..runs.settings import human_bytes
+from .predict import TracedQuery, all_layouts, best_at, cache_curve, capacity_curve, migration, predict_layouts
+from .traced import device_profiles, give_back_freed_memory, traced_query, traced_runs, window
+
+ASSUMPTIONS = [
+    "each request is re-costed by the emulator's device model at the time it was dispatched in the traced run",
+    "a query's non-I/O time (elapsed minus the time with a request in flight) does not depend on placement",
+    "a query's I/O time scales with the model's: each request's latency times its share of the traced time in flight "
+    "(1 alone, 1/k beside k - 1 others), summed; the requests' overlap stays as traced",
+    "each tier's requests are replayed together, so tables sharing a device interfere as in the model",
+    "requests no table owns (logs, temporary files) stay on the tier they were traced on",
+    "the cache is read-only and empty when each query starts: an ideal LRU of pages (every page admitted), and one that "
+    "admits a page on its second access and lets sequential requests bypass it, as dm-cache and bcache do; hits "
+    "cost the fast tier, misses and writes the capacity tier; filling it costs nothing",
+    "migration copies each moved table at the slower of the source's read and the target's sustained write rate",
+]
+
+
+def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataFrame, cache: pd.DataFrame,
+            best: dict, moved: dict, capacity_bytes: int, traced_layout: str, from_layout: str) -> dict:
+    """recommend's answer: the layout, its evidence (runs, queries, predicted and traced times), the curves."""
+    traced = predicted[predicted["layout"] == traced_layout]["predicted_s"].iloc[0]
+    (at,) = cache[cache["capacity_bytes"] == capacity_bytes].to_dict("records")
+    return {
+        "fast_capacity_bytes": capacity_bytes,
+        "layout": best["layout"], "fast_bytes": int(predicted.loc[predicted["layout"] == best["layout"], "fast_bytes"].iloc[0]),
+        "predicted_s": best["predicted_s"],
+        "traced_layout": traced_layout, "traced_s": sum(q.weight * q.elapsed_s for q in queries),
+        "traced_predicted_s": traced,
+        "verdict": at["verdict"], "cache_predicted_s": at["admitting_predicted_s"],
+        "cache_hit_pct": at["admitting_hit_pct"], "lru_predicted_s": at["lru_predicted_s"],
+        "migration": {"from_layout": from_layout, **moved},
+        "evidence": [{"run_id": q.run_id, "query": q.query, "weight": q.weight, "elapsed_s": q.elapsed_s,
+                      "io_s": q.io_s} for q in queries],
+        "capacity_curve": curve.to_dict("records"),
+        "cache_curve": cache.to_dict("records"),
+        "assumptions": ASSUMPTIONS,
+    }
+
+
+def format_summary(result: dict) -> str:
+    """recommend's answer as text: the advice, then the two curves."""
+    runs = sorted({e["run_id"] for e in result["evidence"]})
+    lines = [
+        f"With {human_bytes(result['fast_capacity_bytes'])} of fast tier: layout {result['layout']} "
+        f"({human_bytes(result['fast_bytes'])}), predicted {result['predicted_s']:.3f} s "
+        f"(traced {result['traced_layout']}: {result['traced_s']:.3f} s).",
+        f"The fast tier as a block cache of that size (admitting as dm-cache and bcache do): predicted "
+        f"{result['cache_predicted_s']:.3f} s ({result['cache_hit_pct']:.1f}% of requests hit; an ideal LRU "
+        f"{result['lru_predicted_s']:.3f} s): {result['verdict']} is faster.",
+        f"Migration from {result['migration']['from_layout']}: {', '.join(result['migration']['tables']) or 'nothing'} "
+        f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
+        f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
+        "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
+    ]
+    lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}"
+              for r in result["capacity_curve"]]
+    lines += ["", f"{'capacity':>12}  {'placement_s':>11} {'cache_s':>9} {'hit %':>6} {'lru_s':>9} {'hit %':>6}  verdict"]
+    lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['admitting_predicted_s']:>9.3f} "
+              f"{r['admitting_hit_pct']:>6.1f} {r['lru_predicted_s']:>9.3f} {r['lru_hit_pct']:>6.1f}  {r['verdict']}"
+              for r in result["cache_curve"]]
+    lines += ["", "Assumptions:"] + [f"- {a}" for a in result["assumptions"]]
+    return "\n".join(lines)
+
+
+def parse_weights(text: str | None, queries: list[str]) -> dict[str, float]:
+    """--weights q03=2,q10=1: the queries to optimise for and their weights (default: every query, 1 each)."""
+    if not text:
+        return dict.fromkeys(queries, 1.0)
+    weights = {}
+    for item in text.split(","):
+        query, _, weight = item.partition("=")
+        if query not in queries:
+            raise InputError(f"--weights: {query!r} is not a traced query of these runs; they have {', '.join(queries)}")
+        try:
+            weights[query] = float(weight)
+        except ValueError:
+            raise InputError(f"--weights: {item!r} is not QUERY=NUMBER (e.g. q03=2)") from None
+        if not weights[query] >= 0:
+            raise InputError(f"--weights: {item!r}: a weight is a number >= 0")
+    if not any(weights.values()):
+        raise InputError(f"--weights {text!r}: give at least one query a weight above 0")
+    return weights
+
+
+def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | None = None, weights_text: str | None = None,
+              from_layout: str | None = None, progress=None) -> tuple[dict, dict]:
+    """The answer for a fast tier of capacity_bytes from the traced queries of run_dirs (summary's), and its tables:
+    layouts (every layout predicted), capacity_curve, cache_curve. progress(done, total, label) before each query."""
+    give_back_freed_memory()
+    show = progress or (lambda done, total, label: None)
+    runs = traced_runs(run_dirs)
+    first = runs[0][1]
+    workload = first["workload"]["name"]
+    from_layout = from_layout or first["layout"]["name"]
+    start = parse_layout(from_layout, workload)
+    # what a table takes on a tier is what it stores there (manifests written before stored bytes have sizes)
+    table_bytes = {t: int(v.get("stored_bytes", v["size_bytes"])) for t, v in first["layout"]["tables"].items()}
+    traced = [(run_dir, m, row) for run_dir, m in runs
+              for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records")]
+    names = [row["query"] for _, _, row in traced]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise RunDirError(f"query {repeated[0]} was traced in more than one of these runs (or tries); give each query once")
+    weights = parse_weights(weights_text, names)
+    traced = [t for t in traced if weights.get(t[2]["query"], 0) > 0]
+    with tempfile.TemporaryDirectory() as scratch:
+        profile_files = device_profiles(profiles_text, first["tiers"], Path(scratch))
+        queries = []
+        for number, (run_dir, m, row) in enumerate(traced, 1):
+            show(number, len(traced), f"{row['query']} to cost its layouts")
+            requests, query = traced_query(run_dir, m, row, profile_files, weights[row["query"]])
+            queries.append(query)
+        predicted = predict_layouts(queries, all_layouts(table_bytes), workload)
+        curve = capacity_curve(predicted)
+        capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity_bytes})
+        page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
+        caches = []
+        # a second pass, so that memory holds one query's requests at a time; backwards, so that it starts with
+        # the window the first pass ended with (a single query's is read once)
+        for number, (run_dir, m, row) in enumerate(reversed(traced), 1):
+            show(number, len(traced), f"{row['query']} to cost the caches")
+            requests = requests if number == 1 else window(run_dir, m, row)
+            caches.insert(0, cost_model.cache_costs(requests, profile_files, page_bytes[run_dir], capacities))
+        cache = cache_curve(queries, caches, curve)
+        # in the traced run's time, as the predicted query times are
+        run_dilation = tiers_dilation(first["tiers"]) or 1.0
+        rates = {(src, dst): profiles.copy_bytes_per_s(profiles.load(profile_files[src]),
+                                                       profiles.load(profile_files[dst])) / run_dilation
+                 for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
+    best = best_at(curve, capacity_bytes)
+    moved = migration(table_bytes, start, parse_layout(best["layout"], workload), rates)
+    result = summary(queries, predicted, curve, cache, best, moved, capacity_bytes, first["layout"]["name"], from_layout)
+    return result, {"layouts": predicted, "capacity_curve": curve, "cache_curve": cache}

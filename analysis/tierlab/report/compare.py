@@ -1,0 +1,81 @@
+"""Runs side by side (`tierlab compare`): compare.csv, report.html and summary.md."""
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import RunDirError
+from ..metrics.plans import plan_summary
+from ..runs.results import read_manifest, read_tables
+from .page import html_table, md_table, page, plt, svg
+
+
+def plot_time_per_layout(times: pd.DataFrame) -> str:
+    """times: index query, one column per run label, seconds."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(times)), 3.2))
+    width = 0.8 / max(1, len(times.columns))
+    positions = np.arange(len(times))
+    for i, label in enumerate(times.columns):
+        ax.bar(positions + i * width, times[label].to_numpy(), width, label=label)
+    ax.set_xticks(positions + width * (len(times.columns) - 1) / 2, times.index, rotation=90, fontsize=8)
+    ax.set_ylabel("elapsed (s)")
+    ax.legend(fontsize=8)
+    ax.set_title("Time per query per run")
+    return svg(fig)
+
+
+def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
+    """The comparison report of analyzed runs (by default beside the first, named after them all); refuses a
+    run given twice and runs whose modelled time was dilated differently."""
+    # every run's manifest is checked before any run's tables are read
+    dirs, dilations = {}, {}
+    for run_dir in run_dirs:
+        run = read_manifest(run_dir)
+        run_id = run["run_id"]
+        if run_id in dirs:
+            raise RunDirError(f"run {run_id} is given twice ({run_dir} and an earlier argument); give each run once")
+        dirs[run_id] = run_dir
+        dilations[run_id] = (run.get("tiers_fidelity") or {}).get("dilation") or 1.0
+    if len(set(dilations.values())) > 1:
+        each = ", ".join(f"{run_id} {k:g}x" for run_id, k in dilations.items())
+        raise RunDirError(f"these runs' modelled time was dilated differently ({each}), so their times cannot be "
+                          "compared; run them on tiers brought up with the same tiers_dilation")
+    out = out or run_dirs[0].parent / ("compare_" + "__".join(dirs))[:200]
+    return write_comparison_report(out, {run_id: read_tables(run_dir) for run_id, run_dir in dirs.items()})
+
+
+def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:
+    """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category,
+    the requests in flight on the tier that served most of them (while it was busy), and how its plan read each
+    table (so that runs of different engines, plans or degrees of parallelism show why their patterns differ);
+    per sysbench test its transactions per second and latency."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = []
+    for label, tables in runs.items():
+        metrics = tables["query_metrics"]
+        queries = tables["queries"][tables["queries"]["status"] == "ok"].groupby("query")["elapsed_s"].median()
+        per_query = pd.DataFrame({"elapsed_s": queries})
+        if not metrics.empty:
+            per_query = per_query.join(metrics.groupby("query")[["io_time_s", "sequential_pct", "repeat_access_rate"]].median())
+            per_query = per_query.join(metrics.groupby("query")["category"].first())
+        tiers = tables.get("tier_metrics", pd.DataFrame())
+        if not tiers.empty:
+            busiest = tiers.loc[tiers.groupby(["query", "try"])["requests"].idxmax()]
+            per_query = per_query.join(busiest.groupby("query")["inflight_mean"].median())
+        if not tables["plan_accesses"].empty:
+            per_query = per_query.join(pd.Series(plan_summary(tables["plan_accesses"]), name="plan"))
+        if "throughput" in tables:
+            per_query = per_query.join(tables["throughput"].groupby("query")[["tps", "latency_pct_ms"]].median())
+        frames.append(per_query.assign(run=label))
+    side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
+    times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]
+    title = "tierlab comparison: " + ", ".join(runs)
+    (out_dir / "compare.csv").write_text(side.to_csv(index=False, float_format="%.6g"))
+    html_sections = ["<p>" + "<br>".join(html.escape(label) for label in runs) + "</p>",
+                     plot_time_per_layout(times), "<h2>Side by side</h2>", html_table(side.sort_values(["query", "run"]))]
+    (out_dir / "report.html").write_text(page(title, html_sections))
+    (out_dir / "summary.md").write_text(f"# {title}\n\n## Elapsed seconds\n\n{md_table(times.reset_index())}\n\n"
+                                        f"## Side by side\n\n{md_table(side.sort_values(['query', 'run']))}\n")
+    return [out_dir / "report.html", out_dir / "summary.md", out_dir / "compare.csv"]

@@ -1,0 +1,153 @@
+"""`tierlab analyze`: a run's tables/ from its raw traces, a query window at a time."""
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..catalog.analysis import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
+from ..devices import cost_model
+from ..metrics.contract import contract
+from ..metrics.engine_view import engine_view
+from ..metrics.patterns import (
+    LATENCY_EDGES_US,
+    Pieces,
+    access_summary,
+    contention,
+    latency_histogram,
+    mark_sequential,
+    size_histogram,
+)
+from ..metrics.throughput import throughput
+from ..traces.prefetch import prefetched, sink_on_thread
+from .results import QUERY_COLUMNS, REQUEST_SCHEMA, TEXT, Run, read_driver_reports, read_plan_accesses
+
+
+def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -> pd.DataFrame:
+    """Beside each query x tier's block-level figures, what the emulator's device model counted there."""
+    if tier_metrics.empty or device_model.empty:
+        return tier_metrics
+    return tier_metrics.merge(device_model, on=["query", "try", "tier"], how="left")
+
+
+@contextmanager
+def _requests_file(path: Path | None):
+    """A sink of the windows' request frames that writes them to path (parquet) on a thread of its own, or
+    nowhere for None. The file is written beside its place and moved there once every window is in, so
+    that a failure leaves no half file."""
+    if path is None:
+        yield lambda requests: None
+        return
+    partial = path.with_name(path.name + ".partial")
+    # dictionary pages for the text columns only: numbers gain nothing from them and cost twice the time
+    writer = pq.ParquetWriter(partial, REQUEST_SCHEMA, use_dictionary=[f.name for f in REQUEST_SCHEMA if f.type == TEXT])
+    try:
+        with sink_on_thread(lambda requests: writer.write_table(
+                pa.Table.from_pandas(requests[REQUEST_SCHEMA.names], preserve_index=False).cast(REQUEST_SCHEMA)),
+                depth=1) as write:
+            yield write
+    except BaseException:
+        writer.close()
+        partial.unlink()
+        raise
+    writer.close()
+    partial.replace(path)
+
+
+def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
+            repeat_threshold: float = REPEAT_THRESHOLD, tolerate_errors: bool = False, progress=None,
+            requests_path: Path | None = None) -> dict[str, pd.DataFrame]:
+    """tables/ of a run: queries, query_metrics, tier_metrics, table_metrics, size_histogram, read_latency,
+    trace_counts, and the parameters the metrics were computed with. The traces are read one query window
+    at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go."""
+    page_bytes = run.settings["page_size_bytes"]
+    # runs from before fast_cache existed had none
+    fast_cache = run.settings.get("fast_cache_bytes", 0)
+    capacity_tier = next((t["name"] for t in run.tiers if t["role"] == "capacity"), None) if fast_cache else None
+    rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": [], "counts": []}
+    latency: dict[str, np.ndarray] = {}
+    # the next window is read (mostly compiled code and numpy) while this one is summed up and written
+    with _requests_file(requests_path) as write:
+        for window in prefetched(run.windows(tolerate_errors, progress), depth=1):
+            requests = window.requests
+            requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
+            write(requests)
+            rows["counts"].append(window.counts)
+            if requests.empty:
+                continue
+            key = {"query": window.query, "try": window.attempt}
+            pieces = Pieces.of(requests, page_bytes)
+            rows["query"].append({**key, **access_summary(pieces, random_threshold, repeat_threshold)})
+            if fast_cache:
+                # what the cost model says the capacity tier's emulated cache served, beside what it counted
+                rows["query"][-1]["cache_hit_pct_simulated"] = cost_model.device_cache_hit_pct(
+                    requests[requests["tier"] == capacity_tier], page_bytes, fast_cache, run.settings["fast_cache_policy"])
+            # groups by the categoricals' codes (their categories are sorted, so the groups come out sorted)
+            tiers, objects = requests["tier"].cat, requests["object"].cat
+            tier_codes, object_codes = tiers.codes.to_numpy()[pieces.row], objects.codes.to_numpy()[pieces.row]
+            for code in np.unique(tier_codes):
+                tier = tiers.categories[code]
+                part = pieces[tier_codes == code]
+                rows["tier"].append({**key, "tier": tier, **access_summary(part, random_threshold, repeat_threshold),
+                                     **contention(requests, (tiers.codes == code).to_numpy())})
+                rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
+                latency[tier] = latency.get(tier, 0) + latency_histogram(part.latency_us[part.head & part.read])
+            pairs = object_codes.astype(np.int64) * len(tiers.categories) + tier_codes
+            for pair in np.unique(pairs):
+                part = pieces[pairs == pair]
+                rows["table"].append({**key, "object": objects.categories[pair // len(tiers.categories)],
+                                      "tier": tiers.categories[pair % len(tiers.categories)],
+                                      **access_summary(part, random_threshold, repeat_threshold)})
+    trace_counts = pd.DataFrame(rows["counts"])
+    queries = run.queries.copy()
+    complete = {(r["query"], r["try"]): bool(r["trace_complete"]) for r in rows["counts"]}
+    queries["trace_complete"] = pd.array([complete.get((q, t)) for q, t in zip(queries["query"], queries["try"], strict=True)],
+                                         dtype="boolean")
+    query_metrics = pd.DataFrame(rows["query"])
+    if not query_metrics.empty:
+        io_time = query_metrics.set_index(["query", "try"])["io_time_s"]
+        queries["io_time_s"] = [io_time.get((q, t), np.nan) for q, t in zip(queries["query"], queries["try"], strict=True)]
+        queries["io_time_undilated_s"] = queries["io_time_s"] / (run.dilation or 1.0)
+        query_metrics["io_time_undilated_s"] = query_metrics["io_time_s"] / (run.dilation or 1.0)
+        elapsed = queries.set_index(["query", "try"])["elapsed_s"]
+        query_metrics["elapsed_s"] = [elapsed.get((q, t), np.nan)
+                                      for q, t in zip(query_metrics["query"], query_metrics["try"], strict=True)]
+        query_metrics["io_share_pct"] = 100.0 * query_metrics["io_time_s"] / query_metrics["elapsed_s"]
+        view = engine_view(run.settings["engine"], run.counters)
+        if not view.empty:
+            query_metrics = query_metrics.merge(view, on=["query", "try"], how="left")
+        if "engine_sequential_pct" in query_metrics:
+            disagreement = query_metrics["sequential_pct"] - query_metrics["engine_sequential_pct"]
+            query_metrics["sequential_pct_disagreement"] = disagreement
+    else:
+        queries["io_time_s"] = queries["io_time_undilated_s"] = np.nan
+    tier_metrics = _with_device_model(pd.DataFrame(rows["tier"]), run.device_model)
+    return {
+        "queries": queries[QUERY_COLUMNS],
+        "query_metrics": query_metrics,
+        "tier_metrics": tier_metrics,
+        "contract": contract(tier_metrics, trace_counts, run.profiles()),
+        "table_metrics": pd.DataFrame(rows["table"]),
+        "plan_accesses": read_plan_accesses(run.path, run.settings["engine"], set(run.settings["placement"])),
+        "size_histogram": pd.DataFrame(rows["size"]),
+        "read_latency": pd.DataFrame([{"tier": tier, "latency_le_us": edge, "reads": int(count)}
+                                      for tier, counts in sorted(latency.items())
+                                      for edge, count in zip(LATENCY_EDGES_US, counts, strict=True) if count],
+                                     columns=["tier", "latency_le_us", "reads"]),
+        "trace_counts": trace_counts,
+        "parameters": pd.DataFrame([{"page_size_bytes": page_bytes, "stream_window": stream_window,
+                                     "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold}]),
+        **_throughput_tables(run.path),
+    }
+
+
+def _throughput_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """throughput and throughput_intervals, for a run whose steps are a driver's timed windows (none otherwise)."""
+    reports = read_driver_reports(run_dir)
+    if reports.empty:
+        return {}
+    totals, intervals = throughput(reports)
+    return {"throughput": totals, "throughput_intervals": intervals}
