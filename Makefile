@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES); fi
 	/usr/bin/python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[study,test]'
+	$(BIN)/pip install -q -e '.[playbooks,test]'
 	touch $(STAMP)
 
 $(MODEL_LIBRARY): $(STAMP) emulator/Makefile $(wildcard emulator/src/*)

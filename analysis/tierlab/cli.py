@@ -1,6 +1,6 @@
 """The tierlab command: arguments in, text out.
 
-Commands: analyze, compare, study, advise, validate, recommend, trace-stats, planner-costs, devices, manifest,
+Commands: variables, analyze, compare, study, advise, validate, recommend, trace-stats, planner-costs, devices, manifest,
 tiers check. pandas, the compiled metrics and matplotlib are imported by the commands that use them (about a
 second and a half in all): `tierlab manifest`, which every run calls twice, and `tierlab tiers check` need none.
 """
@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from .catalog.analysis import FORMATS, RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, SCAN_REQUEST_BYTES, STREAM_WINDOW
+from .catalog.values import parse_bytes
 from .errors import InputError, TierlabError
 from .runs import manifest
-from .runs.settings import parse_bytes
 from .runs.tiers_check import format_check, run_check
 
 
@@ -200,6 +200,12 @@ def _planner_costs(args) -> None:
           planner_costs.format_costs(tiers, args.page_size, args.scan_request_size))
 
 
+def _variables(args) -> None:
+    from .catalog.reference import markdown
+
+    print(markdown(), end="")
+
+
 def _tiers_check(args) -> None:
     result = run_check(Path(args.root), args.runtime_s)
     print(json.dumps(result, indent=1) if args.json else format_check(result))
@@ -227,7 +233,10 @@ REPEAT_THRESHOLD_ARG = _checked(float, "a rate of at least 1 (1.0: no page read 
 
 
 def _run_commands(sub) -> None:
-    """The commands of one run: analyze, compare, manifest."""
+    """The commands of one run: variables, analyze, compare, manifest."""
+    p = sub.add_parser("variables", help="the variables a run takes (-e name=value): defaults, what each allows and "
+                                         "means, as Markdown (docs/variables.md)")
+    p.set_defaults(func=_variables)
     p = sub.add_parser("analyze", help="write tables/ of a results directory from its raw traces")
     p.add_argument("run_dir")
     p.add_argument("--tolerate-errors", action="store_true",

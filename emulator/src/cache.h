@@ -1,5 +1,5 @@
 /* A block cache of the device's pages on a faster device, as the cost model
- * simulates it (analysis/tierlab/cost_model.py): empty when made or reset; a
+ * simulates it (analysis/tierlab/devices/cost_model.py): empty when made or reset; a
  * read is a hit when every page it covers is cached; pages are evicted least
  * recently used first; a page is admitted on its admit_on-th access (1: lru,
  * 2: admitting, as dm-cache and bcache promote), unless its read continues a

@@ -1,16 +1,22 @@
-"""Jinja filters that hand the run settings' checks to the tierlab package (one implementation)."""
+"""Jinja filters that hand the playbooks' questions to the tierlab package (one implementation): the catalog's
+declarations, the run settings' checks, what follows from the settings."""
 
+from functools import wraps
 from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-from tierlab.errors import InputError, TierlabError
+from tierlab.catalog.engines import ENGINES
+from tierlab.catalog.values import parse_bytes
+from tierlab.catalog.variables import group
+from tierlab.catalog.workloads import WORKLOADS
+from tierlab.checkout import PROJECT
+from tierlab.errors import TierlabError
 from tierlab.runs.manifest import read_run_config
 from tierlab.runs.settings import (
     buffer_pool_bytes,
     connections,
     memory_limit_bytes,
-    parse_bytes,
     resume_conflicts,
     validate,
     validate_dilation,
@@ -18,74 +24,76 @@ from tierlab.runs.settings import (
 )
 
 
+def _refusing(function):
+    """The function, with tierlab's errors as Ansible's (the task fails with the error's own words)."""
+    @wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TierlabError as exc:
+            raise AnsibleFilterError(str(exc)) from None
+    return checked
+
+
+def tierlab_variable_names(groups):
+    """The names of the catalog's variables of these groups (run, tiers, results)."""
+    return [name for g in groups for name in group(g)]
+
+
+def tierlab_engine(name):
+    return ENGINES[name].facts()
+
+
+def tierlab_workload(name):
+    return WORKLOADS[name].facts()
+
+
 def tierlab_run_settings(values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
-    try:
-        return validate(dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
-    except InputError as exc:
-        raise AnsibleFilterError(str(exc)) from None
+    return validate(dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
 
 
 def tierlab_resume_conflicts(recorded, values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
     """The variables the run to resume was started with otherwise, as text ('' when none)."""
-    try:
-        conflicts = resume_conflicts(dict(recorded), dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
-    except InputError as exc:
-        raise AnsibleFilterError(str(exc)) from None
+    conflicts = resume_conflicts(dict(recorded), dict(values), fast_tier_bytes, tier_filesystems, tier_emulations)
     return "; ".join(f"{name} was {then!r}, now {now!r}" for name, (then, now) in conflicts.items())
 
 
 def tierlab_recorded_settings(run_dir):
     """The settings a run was started with (its config/run.json), or None when there is no such run."""
-    try:
-        config = read_run_config(Path(run_dir))
-    except TierlabError as exc:
-        raise AnsibleFilterError(str(exc)) from None
+    config = read_run_config(Path(run_dir))
     return None if config is None else config["settings"]
 
 
-def tierlab_tiers(tiers, default_emulation, default_filesystem):
-    try:
-        return validate_tiers(list(tiers), default_emulation, default_filesystem)
-    except InputError as exc:
-        raise AnsibleFilterError(str(exc)) from None
-
-
-def tierlab_dilation(value):
-    try:
-        return validate_dilation(value)
-    except InputError as exc:
-        raise AnsibleFilterError(str(exc)) from None
-
-
-def tierlab_bytes(value, name="size"):
-    try:
-        return parse_bytes(name, value)
-    except InputError as exc:
-        raise AnsibleFilterError(str(exc)) from None
-
-
-def tierlab_buffer_pool_bytes(settings):
-    return buffer_pool_bytes(settings)
-
-
-def tierlab_memory_limit_bytes(settings):
-    return memory_limit_bytes(settings)
-
-
-def tierlab_connections(settings):
-    return connections(settings)
+def tierlab_query_files(settings, dialect):
+    """The SQL files of the run's queries and of its co-running query: the dialect's own where the dialects differ,
+    else the one every engine runs (the catalog says where to look)."""
+    workload = WORKLOADS[settings["workload"]]
+    queries = list(dict.fromkeys([*settings["queries"], *([settings["corun"]] if settings["corun"] not in (None, "none")
+                                                          else [])]))
+    found = []
+    for query in queries:
+        candidates = [PROJECT / path for path in workload.query_files(query, dialect)]
+        path = next((p for p in candidates if p.is_file()), None)
+        if path is None:
+            raise AnsibleFilterError(f"query {query} of {workload.name}: none of {', '.join(map(str, candidates))} exists")
+        found.append(str(path))
+    return found
 
 
 class FilterModule:
     def filters(self):
         return {
-            "tierlab_run_settings": tierlab_run_settings,
-            "tierlab_resume_conflicts": tierlab_resume_conflicts,
-            "tierlab_recorded_settings": tierlab_recorded_settings,
-            "tierlab_tiers": tierlab_tiers,
-            "tierlab_dilation": tierlab_dilation,
-            "tierlab_bytes": tierlab_bytes,
-            "tierlab_buffer_pool_bytes": tierlab_buffer_pool_bytes,
-            "tierlab_memory_limit_bytes": tierlab_memory_limit_bytes,
-            "tierlab_connections": tierlab_connections,
+            "tierlab_variable_names": tierlab_variable_names,
+            "tierlab_engine": tierlab_engine,
+            "tierlab_workload": tierlab_workload,
+            "tierlab_run_settings": _refusing(tierlab_run_settings),
+            "tierlab_resume_conflicts": _refusing(tierlab_resume_conflicts),
+            "tierlab_recorded_settings": _refusing(tierlab_recorded_settings),
+            "tierlab_query_files": tierlab_query_files,
+            "tierlab_tiers": _refusing(lambda tiers, emulation, filesystem: validate_tiers(list(tiers), emulation, filesystem)),
+            "tierlab_dilation": _refusing(validate_dilation),
+            "tierlab_bytes": _refusing(lambda value, name="size": parse_bytes(name, value)),
+            "tierlab_buffer_pool_bytes": buffer_pool_bytes,
+            "tierlab_memory_limit_bytes": memory_limit_bytes,
+            "tierlab_connections": connections,
         }

@@ -8,7 +8,7 @@ import pytest
 from answers import read_answer, same_answer
 
 import tierlab
-from tierlab.catalog.workloads import WORKLOADS
+from tierlab.catalog.workloads import TPCH, WORKLOADS
 from tierlab.runs.settings import POSTGRESQL_BACKEND_BYTES, POSTGRESQL_PROCESS_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,8 @@ def mariadb_answers(lab, layout_runs, tmp_path_factory):
     loaded (a run of its own would add a playbook's fixed cost and nothing else)."""
     output = tmp_path_factory.mktemp("mariadb_answers")
     for number in range(1, 23):
-        sql = (ROOT / "queries" / "tpch" / "mysql" / f"q{number:02d}.sql").read_text()
+        sql = next(path for path in (ROOT / name for name in TPCH.query_files(f"q{number:02d}", "mysql"))
+                   if path.exists()).read_text()
         done = lab.execute("mariadb-16k", sql, 300, output / f"q{number:02d}_try1.tsv")
         assert done["status"] == "ok", (number, done)
     return output

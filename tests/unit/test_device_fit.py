@@ -77,10 +77,10 @@ def test_an_optane_device_s_measurements_give_no_buffer_streams_or_pauses():
 
 def test_the_fitted_profile_is_the_emulator_s_toml_with_each_parameter_s_source():
     tier = measured(load(profile_path("nand")), buffer_bytes=275e6, pause_us=3000)
-    text = device_fit.profile_text(tier, device_fit.fit(tier), "results/devices_x/raw/devices.json")
+    text = device_fit.profile_text(tier, device_fit.fit(tier), "raw/devices.json")
     assert parse(text, "fitted")["read_random_us"] == pytest.approx(88.6)
     assert "# p50 of 4 KiB random reads at QD1, less the transfer\nread_random_us = 88.6\n" in text
-    assert text.startswith("# nand (capacity tier), fitted by `tierlab devices` from results/devices_x/raw/devices.json\n")
+    assert text.startswith("# nand (capacity tier), fitted by `tierlab devices` from raw/devices.json\n")
 
 
 def test_devices_refuses_measurements_cut_short_before_writing_anything(tmp_path):

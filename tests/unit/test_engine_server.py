@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tierlab.catalog.engines import POSTGRESQL
 from tierlab_host import record
 from tierlab_host.engines import server
 from tierlab_host.system import HostError, cmdline
@@ -55,7 +56,7 @@ def test_a_server_deaf_to_its_fast_shutdown_gets_the_immediate_one_and_its_child
     procs = tmp_path / "cgroup.procs"
     procs.write_text(f"{backend.pid}\n")
     entry = {"kind": "process", "instance": "postgresql-8k", "engine": "postgresql", "pid": postmaster.pid,
-             "marker": marker, "groups": [str(procs)]}
+             "marker": marker, "groups": [str(procs)], "stop_signals": list(POSTGRESQL.stop_signals)}
     record.add(**entry)
     assert server.stop_recorded(entry) is True
     assert quit_file.exists()
@@ -68,7 +69,7 @@ def test_a_recorded_server_whose_pid_runs_another_program_now_is_not_stopped(tmp
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
     other = subprocess.Popen(["sleep", "60"])
     entry = {"kind": "process", "instance": "mariadb-16k", "engine": "mariadb", "pid": other.pid,
-             "marker": "--defaults-file=/x/my.cnf", "groups": []}
+             "marker": "--defaults-file=/x/my.cnf", "groups": [], "stop_signals": ["SIGTERM"]}
     record.add(**entry)
     try:
         assert server.stop_recorded(entry) is False

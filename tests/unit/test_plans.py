@@ -59,7 +59,7 @@ def test_derived_tables_are_not_stored_tables():
 
 def test_a_mariadb_plan_names_aliased_tables_by_the_query_s_aliases():
     # TPC-H Q21 on MariaDB 10.11 at SF 1: lineitem is read as l1, l2 and (in the EXISTS subquery) l3
-    sql = (Path(__file__).parents[2] / "queries" / "tpch" / "mysql" / "q21.sql").read_text()
+    sql = (Path(__file__).parents[2] / "queries" / "tpch" / "q21.sql").read_text()
     plan = json.loads((PLANS / "mariadb_q21.json").read_text())
     assert [(a["table"], a["index"], a["access"]) for a in plan_accesses("mariadb", plan, TPCH, sql)] == [
         ("nation", "", "table scan"), ("supplier", "supplier_nationkey", "index lookup"),

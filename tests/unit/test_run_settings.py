@@ -3,10 +3,10 @@ import re
 
 import pytest
 
+from tierlab.catalog.variables import FAST_CACHE_POLICIES
 from tierlab.devices import cost_model
 from tierlab.errors import InputError
 from tierlab.runs.settings import (
-    FAST_CACHE_POLICIES,
     buffer_pool_bytes,
     check_fit,
     connections,
@@ -15,20 +15,12 @@ from tierlab.runs.settings import (
     validate,
 )
 
-# as group_vars/all.yml has them: an empty value is the engine's default
-DEFAULTS = {
-    "engine": "mariadb", "layout": "C+O", "scale_factor": "0.1", "queries": "all", "page_size": "",
-    "buffer_pool": "5%", "query_timeout_s": "1800", "tries": "1", "cold": "True", "trace": "True",
-    "trace_backend": "auto", "system_tier": "capacity", "resume": "", "fast_cache": "", "fast_cache_policy": "",
-    "io_threads": "", "flush_method": "", "read_ahead_threshold": "", "random_read_ahead": "", "compression": "",
-    "os_cache": "", "parallel_workers": "", "join_plan": "", "fast_seq_page_cost": "",
-    "fast_random_page_cost": "", "capacity_seq_page_cost": "", "capacity_random_page_cost": "",
-    "fast_effective_io_concurrency": "", "capacity_effective_io_concurrency": "",
-}
+# a run as `make tpch` starts it: layout C+O, every other variable left unset
+MAKE_TPCH = {"layout": "C+O"}
 
 
 def settings(**changes):
-    return validate({**DEFAULTS, **changes})
+    return validate({**MAKE_TPCH, **changes})
 
 
 def test_defaults_normalize_to_typed_values():
@@ -62,12 +54,16 @@ def test_queries_subset_keeps_the_given_order():
     assert settings(queries="3,10,16")["queries"] == ["q03", "q10", "q16"]
 
 
-@pytest.mark.parametrize("value", ["0", "23", "3,x", ""])
+@pytest.mark.parametrize("value", ["0", "23", "3,x", ","])
 def test_queries_out_of_range_are_refused(value):
     with pytest.raises(InputError) as err:
         settings(queries=value)
     assert str(err.value) == (f"queries={value!r} is not allowed; allowed: all, or tpch queries 1 to 22 joined by commas "
                               "(e.g. 1,22)")
+
+
+def test_a_variable_given_empty_is_left_unset():
+    assert settings(queries="", tries="", page_size="") == settings()
 
 
 def test_ssb_queries_are_named_by_flight_and_number():
@@ -227,7 +223,7 @@ def test_layout_that_fits_passes():
 
 def test_validate_checks_the_fit_when_the_fast_tier_size_is_known():
     with pytest.raises(InputError, match="does not fit|needs about"):
-        validate({**DEFAULTS, "layout": "ALL", "scale_factor": "100"}, 6 << 30)
+        validate({**MAKE_TPCH, "layout": "ALL", "scale_factor": "100"}, 6 << 30)
 
 
 @pytest.mark.parametrize(("page_size", "compression"), [("16k", "zlib8"), ("16k", "zlib4"), ("8k", "zlib4"),
@@ -260,19 +256,19 @@ BTRFS_TIERS = {"fast": "btrfs", "capacity": "btrfs"}
 
 @pytest.mark.parametrize("engine", ["mariadb", "mysql", "postgresql"])
 def test_every_engine_takes_the_file_system_s_compression_on_btrfs_tiers(engine):
-    result = validate({**DEFAULTS, "engine": engine, "compression": "zstd"}, None, BTRFS_TIERS)
+    result = validate({**MAKE_TPCH, "engine": engine, "compression": "zstd"}, None, BTRFS_TIERS)
     assert (result["compression"], result["database"]) == ("zstd", "tpch_sf0_1_zstd")
 
 
 def test_with_the_file_system_s_compression_innodb_writes_through_the_page_cache():
-    assert validate({**DEFAULTS, "compression": "zstd"}, None, BTRFS_TIERS)["flush_method"] == "fsync"
-    assert validate({**DEFAULTS, "compression": "zstd", "flush_method": "O_DSYNC"}, None, BTRFS_TIERS)[
+    assert validate({**MAKE_TPCH, "compression": "zstd"}, None, BTRFS_TIERS)["flush_method"] == "fsync"
+    assert validate({**MAKE_TPCH, "compression": "zstd", "flush_method": "O_DSYNC"}, None, BTRFS_TIERS)[
         "flush_method"] == "O_DSYNC"
 
 
 def test_o_direct_is_refused_with_the_file_system_s_compression():
     with pytest.raises(InputError) as err:
-        validate({**DEFAULTS, "compression": "zstd", "flush_method": "O_DIRECT"}, None, BTRFS_TIERS)
+        validate({**MAKE_TPCH, "compression": "zstd", "flush_method": "O_DIRECT"}, None, BTRFS_TIERS)
     assert str(err.value) == ("flush_method='O_DIRECT' cannot be used with compression='zstd': btrfs writes O_DIRECT "
                               "writes uncompressed; allowed with it: fsync, O_DSYNC (fsync when flush_method is left "
                               "unset)")
@@ -280,7 +276,7 @@ def test_o_direct_is_refused_with_the_file_system_s_compression():
 
 def test_the_file_system_s_compression_is_refused_where_a_tier_is_not_btrfs():
     with pytest.raises(InputError) as err:
-        validate({**DEFAULTS, "compression": "zstd"}, None, {"fast": "btrfs", "capacity": "ext4"})
+        validate({**MAKE_TPCH, "compression": "zstd"}, None, {"fast": "btrfs", "capacity": "ext4"})
     assert str(err.value) == (
         "compression='zstd' is btrfs's, on the database's directories of every tier, but the capacity tier's is "
         "ext4; set tiers_filesystem=btrfs (or the tiers' own 'filesystem: btrfs') on a tierlab_root whose tiers "
@@ -289,7 +285,7 @@ def test_the_file_system_s_compression_is_refused_where_a_tier_is_not_btrfs():
 
 def test_a_mounted_tier_must_declare_btrfs_for_the_file_system_s_compression():
     with pytest.raises(InputError, match="the fast tier's is not declared"):
-        validate({**DEFAULTS, "compression": "zstd"}, None, {"fast": None, "capacity": "btrfs"})
+        validate({**MAKE_TPCH, "compression": "zstd"}, None, {"fast": None, "capacity": "btrfs"})
 
 
 def sysbench(**changes):
@@ -350,7 +346,7 @@ def test_sysbench_counts_out_of_range_are_refused(name, value, allowed):
 
 def test_a_sysbench_layout_that_does_not_fit_names_its_tables_and_rows():
     with pytest.raises(InputError) as err:
-        validate({**DEFAULTS, "workload": "sysbench", "layout": "ALL", "scale_factor": "", "tables": "8",
+        validate({**MAKE_TPCH, "workload": "sysbench", "layout": "ALL", "scale_factor": "", "tables": "8",
                   "table_size": "10000000"}, 6 << 30)
     assert str(err.value).startswith("layout 'ALL' at tables=8 x table_size=10000000 needs about 24.21 GiB on the fast "
                                      "tier (sbtest1 3.03 GiB, ")
@@ -367,7 +363,7 @@ def test_no_fast_cache_by_default():
 
 
 def test_a_fast_cache_takes_a_size_and_a_policy_on_modelled_tiers_with_every_table_on_the_capacity_tier():
-    result = validate({**DEFAULTS, "layout": "None", "fast_cache": "256M", "fast_cache_policy": "lru"},
+    result = validate({**MAKE_TPCH, "layout": "None", "fast_cache": "256M", "fast_cache_policy": "lru"},
                       fast_tier_bytes=1 << 30, tier_emulations=MODELLED)
     assert (result["fast_cache"], result["fast_cache_bytes"], result["fast_cache_policy"]) == ("256M", 256 << 20, "lru")
 
@@ -381,12 +377,12 @@ def test_a_fast_cache_with_tables_on_the_fast_tier_is_refused():
 def test_a_fast_cache_on_real_devices_is_refused_with_what_to_do_instead():
     with pytest.raises(InputError, match="both tiers must have emulation: model .*fast: none, capacity: none.*"
                                               "lvmcache, dm-cache or bcache"):
-        validate({**DEFAULTS, "layout": "None", "fast_cache": "1G"}, tier_emulations={"fast": "none", "capacity": "none"})
+        validate({**MAKE_TPCH, "layout": "None", "fast_cache": "1G"}, tier_emulations={"fast": "none", "capacity": "none"})
 
 
 def test_a_fast_cache_larger_than_the_fast_tier_is_refused():
     with pytest.raises(InputError, match=r"fast_cache=2G is larger than the fast tier \(1.00 GiB\)"):
-        validate({**DEFAULTS, "layout": "None", "fast_cache": "2G"}, fast_tier_bytes=1 << 30, tier_emulations=MODELLED)
+        validate({**MAKE_TPCH, "layout": "None", "fast_cache": "2G"}, fast_tier_bytes=1 << 30, tier_emulations=MODELLED)
 
 
 @pytest.mark.parametrize(("changes", "said"), [
@@ -409,16 +405,16 @@ def recorded(**changes) -> dict:
 
 
 def test_a_run_is_resumed_with_the_variables_it_was_started_with():
-    assert resume_conflicts(recorded(layout="C+O"), {**DEFAULTS, "layout": "C+O", "resume": "20261125T141345Z"}) == {}
+    assert resume_conflicts(recorded(layout="C+O"), {**MAKE_TPCH, "layout": "C+O", "resume": "20261125T141345Z"}) == {}
 
 
 def test_a_run_resumed_with_other_variables_names_each_with_its_value_then_and_now():
-    assert resume_conflicts(recorded(layout="C+O"), {**DEFAULTS, "layout": "None", "tries": "2"}) == {
+    assert resume_conflicts(recorded(layout="C+O"), {**MAKE_TPCH, "layout": "None", "tries": "2"}) == {
         "layout": ("C+O", "None"), "tries": (1, 2)}
 
 
 def test_a_run_of_an_earlier_tierlab_ran_with_the_variables_added_since_left_unset():
     before_fast_cache = {k: v for k, v in recorded(layout="None").items() if not k.startswith("fast_cache")}
-    assert resume_conflicts(before_fast_cache, {**DEFAULTS, "layout": "None"}) == {}
-    assert resume_conflicts(before_fast_cache, {**DEFAULTS, "layout": "None", "fast_cache": "64M"}) == {
+    assert resume_conflicts(before_fast_cache, {**MAKE_TPCH, "layout": "None"}) == {}
+    assert resume_conflicts(before_fast_cache, {**MAKE_TPCH, "layout": "None", "fast_cache": "64M"}) == {
         "fast_cache": ("none", "64M")}

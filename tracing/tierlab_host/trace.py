@@ -9,7 +9,7 @@ Backends:
             buffer's own pages (trace_pipe_raw of every CPU), after a header
             with the events' binary layout from tracefs: no text is formatted
             by the kernel, and the analysis decodes the records as they are
-            (see analysis/tierlab/parse_ftrace_raw.py for the file's format).
+            (see analysis/tierlab/traces/ftrace_raw.py for the file's format).
             The pages are taken out of the buffer while the window lasts, so
             a long query does not overrun it (a SF 1 query of 5 million
             requests lost 7 million events when the buffer was read at its end).

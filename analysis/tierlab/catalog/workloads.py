@@ -1,9 +1,9 @@
 """The workloads tierlab runs, declared once: their tables (with the layout's codes and the load
-order), their steps (query ids, or a driver's tests), and the size of their tables. Every step
-(validation, layouts, data generation, load, queries, analysis) reads them from here.
+order), their steps (query ids, or a driver's tests), how their data is made, and the size of their tables.
+Every step (validation, layouts, data generation, load, queries, analysis) reads them from here.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,10 @@ class Workload:
     # how a run goes through the workload's steps: "queries" (each step one query file, run by the engine's
     # client) or "timed" (each step a timed window of a load driver such as sysbench, one per test)
     kind: str = "queries"
+    # a query workload's generator of table files (the datagen role's datagen_generate names each), or a timed
+    # workload's driver, which fills its tables itself at load time and runs its steps
+    generator: str | None = None
+    driver: str | None = None
     # a timed workload's tables are numbered copies of its one declared table (sysbench: sbtest1 to sbtestN),
     # and its layout code places them together
     numbered: bool = False
@@ -31,6 +35,19 @@ class Workload:
     # per query, the driving dimension (table, key column) whose key ranges split the query into subqueries run
     # at once (the subqueries variable); a workload without them runs each query whole
     partition_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def playbook(self) -> str:
+        return f"playbooks/{self.name}.yml"
+
+    def query_files(self, query: str, dialect: str) -> tuple[str, str]:
+        """Where a query's SQL is, in the order to look: the dialect's own file where the dialects differ, else
+        the one file every engine runs (paths in the checkout)."""
+        return f"queries/{self.name}/{dialect}/{query}.sql", f"queries/{self.name}/{query}.sql"
+
+    def facts(self) -> dict:
+        """The declaration as the playbooks take it."""
+        return {**asdict(self), "playbook": self.playbook, "timed": self.kind == "timed"}
 
     def tables(self, count: int = 0) -> list[str]:
         """The tables, in load order; a numbered workload's `count` copies of its table."""
@@ -59,6 +76,7 @@ TPCH = Workload(
     bytes_at_sf1={"lineitem": 1_136_656_384, "orders": 226_492_416, "partsupp": 205_520_896, "part": 41_943_040,
                   "customer": 37_748_736, "supplier": 10_485_760},
     fixed_bytes={"nation": 98_304, "region": 81_920},
+    generator="tpchgen",
 )
 
 # The Star Schema Benchmark (O'Neil, O'Neil, Chen): LINEORDER and four dimensions; its 13 queries in 4 flights.
@@ -75,6 +93,7 @@ SSB = Workload(
     bytes_at_sf1={"lineorder": 1_098_907_648, "customer": 12_582_912, "supplier": 360_448, "part": 30_408_704},
     fixed_bytes={"date": 425_984},
     partition_keys={query: SSB_DRIVING_DIMENSIONS[query[1]] for query in SSB_QUERIES},
+    generator="ssb_dbgen",
 )
 
 # sysbench's OLTP tests (Kopytov): `tables` tables sbtest1..N of `table_size` rows each, made by sysbench's own
@@ -86,6 +105,7 @@ SYSBENCH = Workload(
     queries=("oltp_read_only", "oltp_read_write", "oltp_write_only"),
     row_bytes=260,
     kind="timed",
+    driver="sysbench",
     numbered=True,
 )
 

@@ -40,7 +40,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from ..checkout import PROJECT
+from ..checkout import PROJECT, require_checkout
 from ..errors import DeviceProfileError, InputError
 from ..metrics.attribute import OTHER
 from ..metrics.patterns import SECTOR_BYTES
@@ -61,6 +61,7 @@ WORKERS = os.cpu_count() or 1
 
 def _model(profile_file: Path, args: list[str]) -> bytes:
     """What the device model (tierlab-emu on a profile) writes for args."""
+    require_checkout("the device model (tierlab-emu)")
     if not EMULATOR.exists():
         raise DeviceProfileError(f"{EMULATOR} is missing: build the emulator with `make -C {EMULATOR.parent}` "
                                  "(it needs gcc, make, pkg-config and libfuse3-dev)")
@@ -78,6 +79,7 @@ def closed_loop(profile_file: Path, rw: str, block_bytes: int, iodepth: int) -> 
 @functools.cache
 def _library() -> ctypes.CDLL:
     """The emulator's device model as a library (emulator/src/replay.h), loaded once."""
+    require_checkout("the device model (emulator/libtierlab-model.so)")
     if not MODEL_LIBRARY.exists():
         raise DeviceProfileError(f"{MODEL_LIBRARY} is missing: build it with `make -C {EMULATOR.parent} "
                                  f"{MODEL_LIBRARY.name}` (it needs gcc and make)")

@@ -7,7 +7,7 @@ TOML subset; both refuse a profile with a missing, repeated or unknown key.
 import tomllib
 from pathlib import Path
 
-from ..checkout import PROJECT
+from ..checkout import PROJECT, require_checkout
 from ..errors import DeviceProfileError
 
 PROFILES_DIR = PROJECT / "emulator" / "profiles"
@@ -22,6 +22,7 @@ TEXT_KEYS = ("model", "description")
 
 
 def profile_names() -> list[str]:
+    require_checkout("a device profile by its name (the shipped profiles are emulator/profiles/*.toml)")
     return sorted(p.stem for p in PROFILES_DIR.glob("*.toml"))
 
 

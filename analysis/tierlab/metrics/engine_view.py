@@ -9,13 +9,14 @@ with track_io_timing, the time those reads took; it has no read-ahead counter.
 import numpy as np
 import pandas as pd
 
+from ..catalog.engines import ENGINES
+
 DEFINITIONS = {
     "innodb": ("Engine: InnoDB's pages read and read-ahead pages (Innodb_pages_read, Innodb_buffer_pool_read_ahead); "
                "engine_sequential_pct is read-ahead pages / pages read."),
     "postgresql": ("Engine: blocks PostgreSQL read into shared buffers (pg_stat_database blks_read; the OS page cache "
                    "may have served some of them) and the time those reads took (blk_read_time, track_io_timing)."),
 }
-FAMILY = {"mariadb": "innodb", "mysql": "innodb", "postgresql": "postgresql"}
 
 
 def engine_view(engine: str, counters: pd.DataFrame) -> pd.DataFrame:
@@ -23,7 +24,7 @@ def engine_view(engine: str, counters: pd.DataFrame) -> pd.DataFrame:
     if counters.empty:
         return counters
     key = {"query": counters["query"], "try": counters["try"]}
-    if FAMILY[engine] == "innodb":
+    if ENGINES[engine].counters == "innodb":
         # in MariaDB 10.11 Innodb_buffer_pool_reads equals Innodb_pages_read (read-ahead included),
         # so the random misses are the pages read minus the read-ahead pages
         ahead, pages = counters["Innodb_buffer_pool_read_ahead"], counters["Innodb_pages_read"]
@@ -36,4 +37,4 @@ def engine_view(engine: str, counters: pd.DataFrame) -> pd.DataFrame:
 
 
 def definition(engine: str) -> str:
-    return DEFINITIONS[FAMILY[engine]]
+    return DEFINITIONS[ENGINES[engine].counters]

@@ -1,4 +1,4 @@
-"""The metrics of STUDY.md section 2, as pure functions of request pieces.
+"""The metrics (docs/metrics.md), as pure functions of request pieces.
 
 A requests frame has one row per piece of a dispatched data request (see parse_ftrace and
 attribute): `object` and `file_offset_bytes` from attribution, `sequential` from

@@ -13,6 +13,8 @@ aliases (table_aliases) name it.
 
 import re
 
+from ..catalog.engines import ENGINES
+
 SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP = "table scan", "index scan", "bitmap scan", "index lookup"
 ACCESSES = (SCAN, INDEX_SCAN, BITMAP_SCAN, INDEX_LOOKUP)
 # MariaDB's (and MySQL format 1's) join types: a whole table, a whole or ranged index, or key lookups; a hashed
@@ -104,5 +106,6 @@ def plan_summary(accesses) -> dict[str, str]:
 def plan_accesses(engine: str, plan: dict, tables: set[str], sql: str = "") -> list[dict]:
     """(table, index, access) for every read of one of `tables` in a plan, in plan order; sql: the query's
     text, for the aliases it gives tables."""
-    accesses = _postgresql(plan) if engine == "postgresql" else _mysql_family(plan, table_aliases(sql, tables))
+    accesses = (_postgresql(plan) if ENGINES[engine].plan_format == "postgresql"
+                else _mysql_family(plan, table_aliases(sql, tables)))
     return [access for access in accesses if access["table"] in tables]

@@ -1,29 +1,31 @@
-"""A run's settings: its user-facing variables validated once, before anything runs.
+"""A run's settings: its user-facing variables (catalog.variables) validated once, before anything runs, into the
+settings the playbooks and config/run.json take; and what follows from them (sizes, the memory bound, connections).
 
-Every playbook calls `validate` (through the `tierlab_study` Ansible filter)
-before its first side effect. Each error names what was given, what is
-allowed and what to do.
+Every playbook calls `validate` (through the `tierlab_run_settings` Ansible filter) before its first side effect.
+Each error names what was given, what is allowed and what to do.
 """
 
 import json
 import re
-from functools import cache
 from pathlib import Path
 
-import yaml
-
-from ..catalog.layout import FAST, layout_name, parse_layout
-from ..catalog.workloads import WORKLOADS, Workload
-from ..checkout import PROJECT
+from ..catalog.engines import ENGINES, PAGE_SIZES
+from ..catalog.layout import FAST, parse_layout
+from ..catalog.values import Context, parse_bytes, refusal
+from ..catalog.variables import (
+    BY_NAME,
+    FILESYSTEMS,
+    RUN_VARIABLES,
+    TIER_EMULATIONS,
+    TIER_ROLES,
+    VARIABLES,
+    Choice,
+    Int,
+)
+from ..catalog.workloads import WORKLOADS
 from ..devices import profiles
 from ..errors import DeviceProfileError, InputError
 
-ENGINES = ("mariadb", "mysql", "postgresql")
-MYSQL_FAMILY = ("mariadb", "mysql")
-PAGE_SIZES = {"4k": 4096, "8k": 8192, "16k": 16384, "32k": 32768, "64k": 65536}
-# an empty page_size is the engine's own default; PostgreSQL's block size is fixed when it is built
-DEFAULT_PAGE_SIZE = {"mariadb": "16k", "mysql": "16k", "postgresql": "8k"}
-ENGINE_PAGE_SIZES = {"mariadb": tuple(PAGE_SIZES), "mysql": tuple(PAGE_SIZES), "postgresql": ("8k",)}
 # The memory bound of a PostgreSQL server's processes counts their own memory besides shared_buffers
 # and the page cache of what they read: this much is allowed for it. Over TPC-H SF 0.1 with the default
 # work_mem their own memory peaked at 16 MiB here (sampled every 2 s); the rest leaves room for the
@@ -34,210 +36,86 @@ POSTGRESQL_PROCESS_BYTES = 64 << 20
 # (SF 1) held 14.2 MiB of its own in each of them, and 16 of them in the 64 MiB the server had then were
 # killed by the memory group.
 POSTGRESQL_BACKEND_BYTES = 24 << 20
-FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
 # the flush methods that write InnoDB's data files through the page cache
 BUFFERED_FLUSH_METHODS = ("fsync", "O_DSYNC")
-TIERS = (FAST, "capacity")
-TRACE_BACKENDS = ("auto", "blktrace", "ftrace")
-# how the fast tier as a block cache (fast_cache) admits pages: the cost model's CACHE_POLICIES
-FAST_CACHE_POLICIES = ("admitting", "lru")
-# what a run has for the fast cache left unset
-FAST_CACHE_DEFAULTS = {"fast_cache": "none", "fast_cache_policy": FAST_CACHE_POLICIES[0]}
-# the optimizer's own choice of join, or hash joins (scans of the fact table) or nested loops over index lookups
-# forced by leaving the other methods out (experiment E5): PostgreSQL's enable_* settings; on MariaDB and MySQL
-# the secondary indexes ignored by the optimizer (hash), or no join buffers, so no hash or block joins (index)
-JOIN_PLANS = ("optimizer", "hash", "index")
-# The compression of the workload's tables: none; InnoDB's ROW_FORMAT=COMPRESSED in 8 or 4 KiB blocks (zlib8,
-# zlib4) or page compression (MariaDB's PAGE_COMPRESSED, MySQL's COMPRESSION='zlib': pages compressed in the
-# file with holes punched); or the file system's (zstd: btrfs compresses the database's files on every tier)
-COMPRESSIONS = ("none", "zlib8", "zlib4", "page", "zstd")
-ENGINE_COMPRESSIONS = {"mariadb": COMPRESSIONS, "mysql": COMPRESSIONS, "postgresql": ("none", "zstd")}
 # the compressions a file system does, and the file system that does them
 FS_COMPRESSIONS = {"zstd": "btrfs"}
 COMPRESSED_BLOCK_BYTES = {"zlib8": 8192, "zlib4": 4096}
 # InnoDB refuses ROW_FORMAT=COMPRESSED with larger pages
 COMPRESSED_MAX_PAGE_BYTES = 16384
-SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # page-size differences, file-system metadata and the free space InnoDB keeps
 SIZE_MARGIN = 1.25
 # the file system of a tier cannot hand out all of its blocks to files
 TIER_USABLE_SHARE = 0.9
+THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
+# the variables that apply to some workloads only: the manifest's workload lists them
+WORKLOAD_VARIABLES = tuple(v.name for v in VARIABLES if v.workloads is not None)
 
 
-def _fail(name: str, value, allowed: str, todo: str = "") -> InputError:
-    message = f"{name}={value!r} is not allowed; allowed: {allowed}"
-    return InputError(message + (f". {todo}" if todo else ""))
-
-
-def parse_bytes(name: str, value) -> int:
-    match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", str(value), re.IGNORECASE)
-    if not match or int(match.group(1)) == 0:
-        raise _fail(name, value, "a positive size in bytes, with an optional K, M, G or T suffix (e.g. 128M)")
-    return int(match.group(1)) * SIZE_UNITS[match.group(2).upper()]
-
-
-def parse_scale_factor(value) -> float:
-    try:
-        sf = float(value)
-    except (TypeError, ValueError):
-        raise _fail("scale_factor", value, "a number > 0 (e.g. 0.1, 1, 10)") from None
-    if not sf > 0:
-        raise _fail("scale_factor", value, "a number > 0 (e.g. 0.1, 1, 10)")
-    return sf
-
-
-def parse_page_size(value) -> str:
-    text = str(value).strip().lower()
-    by_bytes = {str(v): k for k, v in PAGE_SIZES.items()}
-    if text in PAGE_SIZES:
-        return text
-    if text in by_bytes:
-        return by_bytes[text]
-    raise _fail("page_size", value, ", ".join(PAGE_SIZES) + " (or the same in bytes)")
-
-
-def parse_queries(value, workload: Workload) -> list[str]:
-    """'all' or the workload's queries joined by commas ('3,10,16' for TPC-H, '1.1,3.2' for SSB); their ids."""
-    text = str(value).strip().lower()
-    aliases = workload.query_aliases()
-    shortest = {query: min((a for a, q in aliases.items() if q == query), key=len) for query in workload.queries}
-    first, *_, last = shortest.values()
-    steps = "tests" if workload.kind == "timed" else "queries"
-    allowed = f"all, or {workload.name} {steps} {first} to {last} joined by commas (e.g. {first},{last})"
-    if text == "all":
-        return list(workload.queries)
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p in aliases for p in parts):
-        raise _fail("queries", value, allowed)
-    queries = [aliases[p] for p in parts]
-    repeated = sorted({q for q in queries if queries.count(q) > 1})
-    if repeated:
-        raise _fail("queries", value, allowed, f"Query {', '.join(repeated)} is given more than once")
-    return queries
-
-
-def parse_corun(value: str, workload: Workload) -> str:
-    """'none', or the id of the one query of the workload that runs beside every query of the run, over and
-    over, each time to its end (the interference of a second workload)."""
-    if value.lower() == "none":
-        return "none"
-    try:
-        (query,) = parse_queries(value, workload)
-    except (InputError, ValueError):
-        first, last = workload.queries[0], workload.queries[-1]
-        raise _fail("corun", value, f"none, or one {workload.name} query from {first} to {last} (e.g. {last})") from None
-    return query
-
-
-def parse_buffer_pool(value, name: str = "buffer_pool") -> dict:
-    """{'bytes': N} or {'percent': P} of the data's estimated size."""
-    text = str(value).strip()
-    if text.endswith("%"):
-        try:
-            percent = float(text[:-1])
-        except ValueError:
-            percent = -1.0
-        if not 0 < percent <= 100:
-            raise _fail(name, value, "a size (e.g. 256M) or a percentage of the data from 0 to 100 (e.g. 5%)")
-        return {"percent": percent}
-    return {"bytes": parse_bytes(name, value)}
-
-
-def _positive_int(name: str, value, low: int = 1, high: int | None = None) -> int:
-    allowed = f"a whole number from {low}" + (f" to {high}" if high else " up")
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise _fail(name, value, allowed) from None
-    if number < low or (high is not None and number > high):
-        raise _fail(name, value, allowed)
-    return number
-
-
-def _bool(name: str, value) -> bool:
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off"):
-        return False
-    raise _fail(name, value, "true or false")
-
-
-def _cost(name: str, value) -> float:
-    allowed = "a number > 0 (PostgreSQL's planner cost of a page read, e.g. 1.1)"
-    try:
-        cost = float(value)
-    except (TypeError, ValueError):
-        raise _fail(name, value, allowed) from None
-    if not 0 < cost < 1e6:
-        raise _fail(name, value, allowed)
-    return cost
-
-
-def _choice(name: str, value, allowed: tuple) -> str:
-    if value not in allowed:
-        raise _fail(name, value, ", ".join(allowed))
-    return value
-
-
-# Variables that mean something for some engines only: those engines, the default an empty value
-# stands for, and how a value is read. A value given for another engine is refused rather than
-# silently ignored.
-ENGINE_VARIABLES = {
-    "io_threads": (MYSQL_FAMILY, "4", lambda n, v: _positive_int(n, v, 1, 64)),
-    "flush_method": (MYSQL_FAMILY, "O_DIRECT", lambda n, v: _choice(n, v, FLUSH_METHODS)),
-    "read_ahead_threshold": (MYSQL_FAMILY, "56", lambda n, v: _positive_int(n, v, 0, 64)),
-    "random_read_ahead": (MYSQL_FAMILY, "false", _bool),
-    "compression": (ENGINES, "none", lambda n, v: _choice(n, v, COMPRESSIONS)),
-    "os_cache": (("postgresql",), "64M", lambda n, v: parse_buffer_pool(v, n)),
-    "parallel_workers": (("postgresql",), "2", lambda n, v: _positive_int(n, v, 0, 64)),
-    "join_plan": (ENGINES, "optimizer", lambda n, v: _choice(n, v, JOIN_PLANS)),
-    "fast_seq_page_cost": (("postgresql",), "1", _cost),
-    "fast_random_page_cost": (("postgresql",), "4", _cost),
-    "capacity_seq_page_cost": (("postgresql",), "1", _cost),
-    "capacity_random_page_cost": (("postgresql",), "4", _cost),
-    "fast_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
-    "capacity_effective_io_concurrency": (("postgresql",), "1", lambda n, v: _positive_int(n, v, 0, 1000)),
-}
-QUERY_WORKLOADS = ("tpch", "ssb")
-# the workloads whose queries can be split into subqueries by their driving dimension's keys
-SPLIT_WORKLOADS = tuple(workload.name for workload in WORKLOADS.values() if workload.partition_keys)
-# Variables of some workloads only, alike: the size of the query workloads' data, and sysbench's tables,
-# client threads and the seconds of each test's window (after its warm-up), with the interval of its reports.
-WORKLOAD_VARIABLES = {
-    "scale_factor": (QUERY_WORKLOADS, "0.1", lambda n, v: parse_scale_factor(v)),
-    "tables": (("sysbench",), "4", lambda n, v: _positive_int(n, v, 1, 1024)),
-    "table_size": (("sysbench",), "100000", lambda n, v: _positive_int(n, v, 1, 10**10)),
-    "threads": (("sysbench",), "4", lambda n, v: _positive_int(n, v, 1, 1024)),
-    "duration_s": (("sysbench",), "60", lambda n, v: _positive_int(n, v, 1, 86400)),
-    "warmup_s": (("sysbench",), "10", lambda n, v: _positive_int(n, v, 0, 86400)),
-    "report_interval_s": (("sysbench",), "1", lambda n, v: _positive_int(n, v, 1, 3600)),
-    "subqueries": (SPLIT_WORKLOADS, "1", lambda n, v: _positive_int(n, v, 1, 64)),
-    # read in full by parse_corun, which needs the workload's queries
-    "corun": (QUERY_WORKLOADS, "none", lambda n, v: str(v).strip()),
-}
-
-
-# the variables of one run (README: Variables), besides resume and results_dir
-RUN_VARIABLES = ("engine", "layout", "queries", "page_size", "buffer_pool", "query_timeout_s", "tries", "cold", "trace",
-                 "trace_backend", "system_tier", "fast_cache", "fast_cache_policy", *WORKLOAD_VARIABLES,
-                 *ENGINE_VARIABLES)
-
-
-def _scoped_variables(values: dict, variables: dict, scope: str, chosen: str) -> dict:
-    """Variables that apply to some engines (or workloads) only, typed: given or defaulted where they apply,
-    None elsewhere."""
+def _typed(values: dict, context: Context) -> dict:
+    """Every run variable read by its kind: given, or its default where it applies; None where it does not
+    (given there, it is refused)."""
     typed = {}
-    for name, (scopes, default, parse) in variables.items():
+    engine, workload = context.engine.name, context.workload.name
+    for name in RUN_VARIABLES:
+        variable = BY_NAME[name]
         given = "" if values.get(name) is None else str(values[name]).strip()
-        if chosen not in scopes:
+        if not variable.applies(engine, workload):
             if given:
+                scope, chosen, scopes = (("engine", engine, variable.engines) if variable.engines is not None
+                                         else ("workload", workload, variable.workloads))
                 raise InputError(f"{name}={given!r} means nothing for {scope}={chosen}; it applies to "
-                                      f"{scope} {' and '.join(scopes)} only. Leave it unset for {chosen}")
+                                 f"{scope} {' and '.join(scopes)} only. Leave it unset for {chosen}")
             typed[name] = None
             continue
-        typed[name] = parse(name, given or default)
+        typed[name] = variable.kind.parse(name, given or variable.default_for(context.engine), context)
     return typed
+
+
+def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None,
+             tier_emulations: dict[str, str] | None = None) -> dict:
+    """The run's normalized settings from raw -e values (strings or typed; a variable left out or empty takes
+    its default); tier_filesystems and tier_emulations as the tiers declare them (validate_tiers), by role."""
+    workload = WORKLOADS[Choice(tuple(WORKLOADS)).parse("workload", values.get("workload") or "tpch")]
+    engine = ENGINES[BY_NAME["engine"].kind.parse("engine", values.get("engine") or BY_NAME["engine"].default)]
+    settings = {"engine": engine.name, "workload": workload.name, **_typed(values, Context(engine, workload))}
+    settings["placement"] = parse_layout(settings["layout"], workload.name)
+    settings["load_order"] = workload.tables(settings["tables"] or 0)
+    if workload.numbered:
+        settings["placement"] = {table: settings["placement"][workload.load_order[0]] for table in settings["load_order"]}
+    settings["page_size_bytes"] = PAGE_SIZES[settings["page_size"]]
+    check_compression(settings["compression"], engine.name, settings["page_size"], tier_filesystems)
+    if engine.family == "mysql" and settings["compression"] in FS_COMPRESSIONS:
+        settings["flush_method"] = _buffered_flush_method(values.get("flush_method"), settings["compression"])
+    settings.update(_fast_cache(settings, None if fast_tier_bytes is None else int(fast_tier_bytes), tier_emulations))
+    settings["resume"] = BY_NAME["resume"].kind.parse("resume", values.get("resume") or "")
+    # per query, the driving dimension's table and key whose ranges split it, when it is split
+    settings["subquery_keys"] = ({query: list(workload.partition_keys[query]) for query in settings["queries"]}
+                                 if (settings["subqueries"] or 1) > 1 else {})
+    settings["scale"] = scale_name(settings)
+    compression = settings["compression"]
+    settings["database"] = f"{workload.name}_{settings['scale'].replace('.', '_')}" + (
+        f"_{compression}" if compression != "none" else "")
+    if fast_tier_bytes is not None:
+        check_fit(settings, int(fast_tier_bytes))
+    return settings
+
+
+def resume_conflicts(recorded: dict, values: dict, *tiers) -> dict[str, tuple]:
+    """The variables of the settings these values make (validate(values, *tiers)) that the run to resume
+    (recorded: the settings of its config/run.json) had otherwise, as {variable: (the run's, now)}. A run
+    made by an earlier tierlab lacks the variables added since: it ran with their defaults."""
+    settings = json.loads(json.dumps(validate(values, *tiers)))
+    added = [name for name in RUN_VARIABLES if name not in recorded]
+    then = {**json.loads(json.dumps(validate({**values, **dict.fromkeys(added, "")}, *tiers))), **recorded} if added \
+        else recorded
+    # the variables given, not what follows from them (a layout's placement, a scale's database)
+    return {name: (then.get(name), settings[name]) for name in ("workload", *RUN_VARIABLES) if then.get(name) != settings[name]}
+
+
+def default_text(name: str, engine: str) -> str:
+    """What a run on engine has for a variable left unset, as a user would type it."""
+    return BY_NAME[name].default_for(ENGINES[engine])
 
 
 def estimated_table_bytes(settings: dict) -> dict[str, int]:
@@ -290,8 +168,8 @@ def _compresses(compression: str, page_bytes: int) -> bool:
 def check_compression(compression: str, engine: str, page_size: str, tier_filesystems: dict[str, str] | None) -> None:
     """The compression is the engine's (or the file system's, on every tier) and suits the page size.
     tier_filesystems: each tier role's file system, where it is known before the tiers are up."""
-    if compression not in ENGINE_COMPRESSIONS[engine]:
-        raise _fail("compression", compression, f"{', '.join(ENGINE_COMPRESSIONS[engine])} for engine={engine}",
+    if compression not in ENGINES[engine].compressions:
+        raise refusal("compression", compression, f"{', '.join(ENGINES[engine].compressions)} for engine={engine}",
                     "PostgreSQL compresses only values over 2 kB (TOAST), which TPC-H, SSB and sysbench rows never "
                     "reach; the file system's compression (zstd) applies to its files" if engine == "postgresql" else "")
     wanted = FS_COMPRESSIONS.get(compression)
@@ -310,7 +188,7 @@ def check_compression(compression: str, engine: str, page_size: str, tier_filesy
         why = f"InnoDB refuses ROW_FORMAT=COMPRESSED with pages larger than {COMPRESSED_MAX_PAGE_BYTES >> 10}k"
     else:
         why = f"its {COMPRESSED_BLOCK_BYTES[compression] >> 10} KiB blocks would not be smaller than the pages"
-    allowed = ", ".join(c for c in COMPRESSIONS if _compresses(c, page_bytes))
+    allowed = ", ".join(c for c in ENGINES[engine].compressions if _compresses(c, page_bytes))
     raise InputError(f"compression={compression!r} cannot be used with page_size={page_size}: {why}; allowed "
                           f"with page_size={page_size}: {allowed}")
 
@@ -328,15 +206,13 @@ def _buffered_flush_method(given, compression: str) -> str:
     return given
 
 
-def _fast_cache(values: dict, layout: str, fast_tier_bytes: int | None, tier_emulations: dict[str, str] | None) -> dict:
-    """fast_cache (a size, or empty for none) and fast_cache_policy, checked: the cache is emulated, in front of the
-    capacity tier, which then holds every table, and no larger than the fast tier."""
-    given = str(values.get("fast_cache") or "").strip()
-    # a policy without a cache stays as given, so that a settings can set it once beside a matrix that has no cache
-    policy = _choice("fast_cache_policy", values.get("fast_cache_policy") or FAST_CACHE_DEFAULTS["fast_cache_policy"],
-                     FAST_CACHE_POLICIES)
-    if not given or given.lower() == "none":
-        return {"fast_cache": FAST_CACHE_DEFAULTS["fast_cache"], "fast_cache_bytes": 0, "fast_cache_policy": policy}
+def _fast_cache(settings: dict, fast_tier_bytes: int | None, tier_emulations: dict[str, str] | None) -> dict:
+    """fast_cache_bytes, with the cache checked: it is emulated, in front of the capacity tier, which then holds
+    every table, and no larger than the fast tier. A policy without a cache stays as given, so that a study can
+    set it once beside a matrix that has no cache."""
+    given, layout = settings["fast_cache"], settings["layout"]
+    if given == "none":
+        return {"fast_cache_bytes": 0}
     size = parse_bytes("fast_cache", given)
     if layout != "None":
         raise InputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
@@ -348,85 +224,7 @@ def _fast_cache(values: dict, layout: str, fast_tier_bytes: int | None, tier_emu
                               "dm-cache or bcache device instead")
     if fast_tier_bytes is not None and size > fast_tier_bytes:
         raise InputError(f"fast_cache={given} is larger than the fast tier ({human_bytes(fast_tier_bytes)})")
-    return {"fast_cache": given, "fast_cache_bytes": size, "fast_cache_policy": policy}
-
-
-def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None,
-             tier_emulations: dict[str, str] | None = None) -> dict:
-    """The run's normalized settings from raw -e values (strings or typed); tier_filesystems and
-    tier_emulations as the tiers declare them (validate_tiers), by role."""
-    workload = values.get("workload", "tpch")
-    if workload not in WORKLOADS:
-        raise _fail("workload", workload, ", ".join(WORKLOADS))
-    declared = WORKLOADS[workload]
-    engine = _choice("engine", values["engine"], ENGINES)
-    workload_variables = _scoped_variables(values, WORKLOAD_VARIABLES, "workload", workload)
-    if workload_variables["corun"] is not None:
-        workload_variables["corun"] = parse_corun(workload_variables["corun"], declared)
-    placement = parse_layout(values["layout"], workload)
-    layout = layout_name(placement, workload)
-    load_order = declared.tables(workload_variables["tables"] or 0)
-    if declared.numbered:
-        placement = {table: placement[declared.load_order[0]] for table in load_order}
-    page_size = parse_page_size(values.get("page_size") or DEFAULT_PAGE_SIZE[engine])
-    if page_size not in ENGINE_PAGE_SIZES[engine]:
-        raise _fail("page_size", values["page_size"], f"{', '.join(ENGINE_PAGE_SIZES[engine])} for engine={engine}",
-                    "PostgreSQL's block size is fixed when it is built, and Debian's packages have 8 KiB blocks"
-                    if engine == "postgresql" else "")
-    engine_variables = _scoped_variables(values, ENGINE_VARIABLES, "engine", engine)
-    check_compression(engine_variables["compression"], engine, page_size, tier_filesystems)
-    if engine in MYSQL_FAMILY and engine_variables["compression"] in FS_COMPRESSIONS:
-        engine_variables["flush_method"] = _buffered_flush_method(values.get("flush_method"),
-                                                                  engine_variables["compression"])
-    settings = {
-        "engine": engine,
-        "workload": workload,
-        **workload_variables,
-        "layout": layout,
-        "placement": placement,
-        "load_order": load_order,
-        "queries": parse_queries(values["queries"], declared),
-        "page_size": page_size,
-        "page_size_bytes": PAGE_SIZES[page_size],
-        "buffer_pool": parse_buffer_pool(values["buffer_pool"]),
-        "query_timeout_s": _positive_int("query_timeout_s", values["query_timeout_s"]),
-        "tries": _positive_int("tries", values["tries"]),
-        "cold": _bool("cold", values["cold"]),
-        "trace": _bool("trace", values["trace"]),
-        "trace_backend": _choice("trace_backend", values["trace_backend"], TRACE_BACKENDS),
-        **engine_variables,
-        "system_tier": _choice("system_tier", values["system_tier"], TIERS),
-        **_fast_cache(values, layout, None if fast_tier_bytes is None else int(fast_tier_bytes), tier_emulations),
-        "resume": str(values.get("resume") or ""),
-    }
-    # per query, the driving dimension's table and key whose ranges split it, when it is split
-    settings["subquery_keys"] = ({query: list(declared.partition_keys[query]) for query in settings["queries"]}
-                              if (settings["subqueries"] or 1) > 1 else {})
-    settings["scale"] = scale_name(settings)
-    compression = settings["compression"]
-    settings["database"] = f"{workload}_{settings['scale'].replace('.', '_')}" + (
-        f"_{compression}" if compression != "none" else "")
-    if fast_tier_bytes is not None:
-        check_fit(settings, int(fast_tier_bytes))
-    return settings
-
-
-@cache
-def run_defaults() -> dict:
-    """The playbooks' defaults of the run variables (playbooks/group_vars/all.yml)."""
-    values = yaml.safe_load((PROJECT / "playbooks" / "group_vars" / "all.yml").read_text())
-    return {name: values[name] for name in RUN_VARIABLES}
-
-
-def resume_conflicts(recorded: dict, values: dict, *tiers) -> dict[str, tuple]:
-    """The variables of the settings these values make (validate(values, *tiers)) that the run to resume
-    (recorded: the settings of its config/run.json) had otherwise, as {variable: (the run's, now)}. A run
-    made by an earlier tierlab lacks the variables added since: it ran with their defaults."""
-    settings = json.loads(json.dumps(validate(values, *tiers)))
-    added = {name: run_defaults()[name] for name in RUN_VARIABLES if name not in recorded}
-    then = {**json.loads(json.dumps(validate({**values, **added}, *tiers))), **recorded} if added else recorded
-    # the variables given, not what follows from them (a layout's placement, a scale's database)
-    return {name: (then.get(name), settings[name]) for name in ("workload", *RUN_VARIABLES) if then.get(name) != settings[name]}
+    return {"fast_cache_bytes": size}
 
 
 def _cache_bytes(cache: dict, settings: dict) -> int:
@@ -471,14 +269,6 @@ def memory_limit_bytes(settings: dict) -> int:
             + (busy_postgresql_processes(settings) - 1) * POSTGRESQL_BACKEND_BYTES)
 
 
-TIER_EMULATIONS = ("model", "throttle", "none")
-# the file systems tierlab makes on the tiers it formats
-FILESYSTEMS = ("ext4", "btrfs")
-# the emulator accepts a dilation from 1 (modelled time as the model says) to this
-MAX_DILATION = 1000
-THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
-
-
 def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> list[dict]:
     """The inventory's `tiers` list: one fast and one capacity tier, each complete.
 
@@ -489,24 +279,24 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
     """
     if not isinstance(tiers, list) or not tiers:
         raise InputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
-    _choice("tiers_emulation", default_emulation, TIER_EMULATIONS)
-    _choice("tiers_filesystem", default_filesystem, FILESYSTEMS)
+    BY_NAME["tiers_emulation"].kind.parse("tiers_emulation", default_emulation)
+    BY_NAME["tiers_filesystem"].kind.parse("tiers_filesystem", default_filesystem)
     names = [str(t.get("name", "")) for t in tiers]
     resolved = []
     for tier in tiers:
         name = tier.get("name")
         where = f"tier {name!r}"
         if not name or not re.fullmatch(r"[a-z][a-z0-9_-]*", str(name)):
-            raise _fail("tiers name", name, "lowercase letters, digits, '_' and '-', starting with a letter (e.g. optane)")
+            raise refusal("tiers name", name, "lowercase letters, digits, '_' and '-', starting with a letter (e.g. optane)")
         if names.count(str(name)) > 1:
             raise InputError(f"{where} is named twice in the inventory's 'tiers'; give each tier its own name")
-        _choice(f"{where} role", tier.get("role"), TIERS)
+        Choice(TIER_ROLES).parse(f"{where} role", tier.get("role"))
         tier = {**tier, "emulation": tier.get("emulation", default_emulation)}
-        _choice(f"{where} emulation", tier["emulation"], TIER_EMULATIONS)
+        Choice(TIER_EMULATIONS).parse(f"{where} emulation", tier["emulation"])
         formatted = tier["emulation"] != "none" or bool(tier.get("device") and tier.get("format"))
         tier["filesystem"] = tier.get("filesystem", default_filesystem if formatted else None)
         if tier["filesystem"] is not None:
-            _choice(f"{where} filesystem", tier["filesystem"], FILESYSTEMS)
+            Choice(FILESYSTEMS).parse(f"{where} filesystem", tier["filesystem"])
         if tier["emulation"] == "none":
             if not tier.get("path") and not tier.get("device"):
                 raise InputError(
@@ -516,7 +306,7 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
             parse_bytes(f"{where} size", tier.get("size"))
         if tier["emulation"] == "model":
             if not tier.get("profile"):
-                raise _fail(f"{where} profile", tier.get("profile"),
+                raise refusal(f"{where} profile", tier.get("profile"),
                             f"{', '.join(profiles.profile_names())}, or the path of a .toml profile")
             try:
                 tier["profile_file"] = str(profiles.profile_path(str(tier["profile"])))
@@ -524,10 +314,10 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
             except DeviceProfileError as exc:
                 raise InputError(f"{where}: {exc}") from None
         if tier.get("read_ahead_kb") is not None:
-            _positive_int(f"{where} read_ahead_kb", tier["read_ahead_kb"], 0)
+            Int(0).parse(f"{where} read_ahead_kb", tier["read_ahead_kb"])
         unknown = set(tier.get("throttle") or {}) - set(THROTTLE_KEYS)
         if unknown:
-            raise _fail(f"{where} throttle", sorted(unknown), ", ".join(THROTTLE_KEYS))
+            raise refusal(f"{where} throttle", sorted(unknown), ", ".join(THROTTLE_KEYS))
         resolved.append(tier)
     roles = [t["role"] for t in tiers]
     if sorted(roles) != ["capacity", FAST]:
@@ -540,13 +330,4 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
 
 def validate_dilation(value) -> str | float:
     """`tiers_dilation`: `auto` (the least factor this host needs, chosen when the tiers come up) or a number."""
-    if str(value) == "auto":
-        return "auto"
-    allowed = f"auto, or a number from 1 to {MAX_DILATION} (modelled time stretched that many times on every tier)"
-    try:
-        dilation = float(value)
-    except (TypeError, ValueError):
-        raise _fail("tiers_dilation", value, allowed) from None
-    if not 1 <= dilation <= MAX_DILATION:
-        raise _fail("tiers_dilation", value, allowed)
-    return dilation
+    return BY_NAME["tiers_dilation"].kind.parse("tiers_dilation", value)

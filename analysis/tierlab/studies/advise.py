@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..catalog.engines import COMPRESSIONS, PAGE_SIZES
+from ..catalog.variables import RUN_VARIABLES
 from ..errors import InputError
 from ..runs.results import run_figures
-from ..runs.settings import COMPRESSIONS, PAGE_SIZES, RUN_VARIABLES
 
 SETTINGS = ("page_size", "buffer_pool", "compression", "threads")
 # a buffer pool whose figure is within this share of the best is big enough

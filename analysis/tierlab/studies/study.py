@@ -38,20 +38,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..checkout import PROJECT
+from ..catalog.variables import BY_NAME, RUN_VARIABLES
+from ..catalog.workloads import WORKLOADS
+from ..checkout import PROJECT, require_checkout
 from ..errors import InputError, RunDirError
 from ..runs.manifest import read_run_config
-from ..runs.settings import (
-    DEFAULT_PAGE_SIZE,
-    ENGINE_VARIABLES,
-    FAST_CACHE_DEFAULTS,
-    RUN_VARIABLES,
-    WORKLOAD_VARIABLES,
-    run_defaults,
-    validate,
-)
+from ..runs.settings import default_text, validate
 
-PLAYBOOKS = {"tpch": "playbooks/tpch.yml", "ssb": "playbooks/ssb.yml", "sysbench": "playbooks/sysbench.yml"}
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 ANSIBLE_INVENTORY = Path(sys.executable).with_name("ansible-inventory")
 ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
@@ -112,8 +105,8 @@ def checked_study(spec, path: Path) -> dict:
         raise InputError(f"{path}: name {name!r} is not allowed; allowed: letters, digits, '.', '_' and '-', "
                               "starting with a letter or digit, at most 64")
     workload = spec.get("workload")
-    if workload not in PLAYBOOKS:
-        raise InputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(PLAYBOOKS)}")
+    if workload not in WORKLOADS:
+        raise InputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(WORKLOADS)}")
     variables, matrix = spec.get("variables") or {}, spec.get("matrix") or {}
     if not isinstance(variables, dict) or not isinstance(matrix, dict):
         raise InputError(f"{path}: variables and matrix are mappings of variable names")
@@ -134,10 +127,9 @@ def checked_study(spec, path: Path) -> dict:
              "variables": {k: _scalar(f"{path}: variables {k}", v) for k, v in variables.items()},
              "matrix": {k: [_scalar(f"{path}: matrix {k}", v) for v in values] for k, values in matrix.items()},
              "repetitions": repetitions}
-    defaults = run_defaults()
     for point in points(study):
         try:
-            validate({**defaults, **point["variables"], "workload": workload})
+            validate({**point["variables"], "workload": workload})
         except InputError as error:
             where = " ".join(f"{k}={v}" for k, v in point["variables"].items() if k in matrix)
             raise InputError(f"{path}: point {point['point']} ({where}): {error}") from None
@@ -224,7 +216,7 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
         variables["resume"] = resume_run
     before = _run_dirs(study_dir, host)
     started = time.monotonic()
-    command = [str(ANSIBLE_PLAYBOOK), PLAYBOOKS[study["workload"]], *(["-i", str(inventory)] if inventory else []),
+    command = [str(ANSIBLE_PLAYBOOK), WORKLOADS[study["workload"]].playbook, *(["-i", str(inventory)] if inventory else []),
                "--limit", host, "-e", json.dumps(variables)]
     with open(log, "a") as sink:
         sink.write(f"$ {' '.join(command)}\n")
@@ -263,6 +255,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         raise InputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
                               "matrix), so that study.json says what each run had; results_dir and resume are the study's")
     study_dir = study_dir.resolve()     # the playbook runs from the project, which may not be the current directory
+    require_checkout("a study (it runs the playbooks)")
     if not ANSIBLE_PLAYBOOK.exists():
         raise InputError(f"{ANSIBLE_PLAYBOOK} is missing: a study runs the playbooks with the ansible installed "
                               "beside tierlab (make setup installs it)")
@@ -350,18 +343,6 @@ def new_study_dir(results_dir: Path, study: dict) -> Path:
     return results_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}_{study['name']}"
 
 
-def default_value(variable: str, engine: str) -> str:
-    """What a run has for a variable left unset."""
-    value = str(run_defaults()[variable])
-    if value:
-        return value
-    if variable == "page_size":
-        return DEFAULT_PAGE_SIZE[engine]
-    if variable in FAST_CACHE_DEFAULTS:
-        return FAST_CACHE_DEFAULTS[variable]
-    return {**ENGINE_VARIABLES, **WORKLOAD_VARIABLES}[variable][1]
-
-
 def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     """Per query (or sysbench test) and combination of the matrix's other variables, the value of its last
     variable that ran it fastest (median over repetitions), and the default value's figure beside it (did
@@ -371,7 +352,7 @@ def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     # every run names its engine (the matrix's or the default), which is a group of its own unless it is compared
     groups = [v for v in dict.fromkeys(["engine", *study["matrix"]]) if v != compared]
     runs = pd.DataFrame([{**{k: p["variables"][k] for k in study["matrix"]}, "engine": p["variables"].get(
-        "engine", str(run_defaults()["engine"])), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
+        "engine", BY_NAME["engine"].default), "run": p["run_id"]} for p in record["points"] if p["status"] == "ok"])
     if runs.empty:
         return pd.DataFrame()
     by_tps = "tps" in side.columns
@@ -382,7 +363,7 @@ def fastest(study: dict, record: dict, side: pd.DataFrame) -> pd.DataFrame:
     for key, group in figures.groupby(["query", *groups], sort=False):
         best = group.loc[group[figure].idxmax() if by_tps else group[figure].idxmin()]
         named = dict(zip(["query", *groups], key, strict=True))
-        default = default_value(compared, named.get("engine", str(run_defaults()["engine"])))
+        default = default_text(compared, named.get("engine", BY_NAME["engine"].default))
         at_default = group.loc[group[compared] == default, figure]
         default_figure = float(at_default.iloc[0]) if len(at_default) else float("nan")
         slower, faster = (default_figure, best[figure]) if not by_tps else (best[figure], default_figure)

@@ -66,7 +66,7 @@ class MysqlFamily:
         # the server drops to its `user` setting itself; --defaults-file must come first (chroot execs the
         # server in its own process, so the recorded pid is the server's)
         return server.start(self.spec["instance"], self.name, [*self.prefix, self.spec["server"], marker], marker,
-                            self.spec["log_file"], self.ping, self.spec["port"])
+                            self.spec["log_file"], self.ping, self.spec["port"], self.spec["stop_signals"])
 
     def stop(self) -> dict:
         return server.stop(self.spec["instance"])

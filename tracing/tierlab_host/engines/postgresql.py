@@ -62,7 +62,7 @@ class Postgresql:
     def start(self) -> dict:
         marker = f"--config-file={self.spec['config_file']}"
         return server.start(self.spec["instance"], self.name, [f"{self.spec['bindir']}/postgres", marker], marker,
-                            self.spec["log_file"], self.ping, self.spec["port"], user="postgres",
+                            self.spec["log_file"], self.ping, self.spec["port"], self.spec["stop_signals"], user="postgres",
                             cgroups=(self._bound_memory(),))
 
     def stop(self) -> dict:

@@ -48,9 +48,10 @@ def require_free_port(instance: str, port: int) -> None:
 
 
 def start(instance: str, engine: str, argv: list[str], marker: str, log_file: str, ready: Callable[[], bool],
-          port: int, user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
+          port: int, stop_signals: list[str], user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
     """Start argv (which holds `marker`) to listen on port, as `user` if given, unless the recorded instance
-    runs; wait until `ready()`."""
+    runs; wait until `ready()`. stop_signals: the signals that shut it down, cleanly first (the engine's, as
+    tierlab's catalog declares them), recorded with it for stop."""
     entry = recorded(instance)
     if entry and _is_ours(entry):
         return {"changed": False, "pid": entry["pid"]}
@@ -69,7 +70,7 @@ def start(instance: str, engine: str, argv: list[str], marker: str, log_file: st
             f.write(f"{proc.pid}\n")
     # the groups of its own hold its children too: stop finds there what a killed server left running
     entry = {"kind": "process", "instance": instance, "engine": engine, "pid": proc.pid, "marker": marker,
-             "groups": list(cgroups)}
+             "groups": list(cgroups), "stop_signals": list(stop_signals)}
     record.add(**entry)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready():
@@ -82,9 +83,6 @@ def start(instance: str, engine: str, argv: list[str], marker: str, log_file: st
     return {"changed": True, "pid": proc.pid}
 
 
-# the signals that shut each engine's server down, cleanly first (PostgreSQL: fast, then immediate shutdown)
-STOP_SIGNALS = {"mariadb": (signal.SIGTERM,), "mysql": (signal.SIGTERM,),
-                "postgresql": (signal.SIGINT, signal.SIGQUIT)}
 # the time a server gets to act on each further signal
 ESCALATE_TIMEOUT_S = 30
 
@@ -103,7 +101,8 @@ def stop_recorded(entry: dict) -> bool:
     """Stop one recorded server, and what of it is left in its groups; True if it was running. A server that
     does not end on its engine's signals is killed, and so are its children, which would otherwise run on
     (PostgreSQL's backends go on with their queries when the postmaster is killed)."""
-    stop_signals = STOP_SIGNALS[entry["engine"]]
+    # a server recorded before its signals were is asked to stop with SIGTERM
+    stop_signals = [signal.Signals[name] for name in entry.get("stop_signals", ["SIGTERM"])]
     steps = [(number, STOP_TIMEOUT_S if step == 0 else ESCALATE_TIMEOUT_S) for step, number in enumerate(stop_signals)]
     was_running = stop_process(entry["pid"], steps, lambda: _is_ours(entry))
     left = _left_in_groups(entry)
