@@ -39,8 +39,8 @@ tiers: setup
 teardown: setup
 	$(BIN)/ansible-playbook playbooks/teardown.yml
 
-# STUDY.md E5 on SSB SF 1: plans, subqueries, PostgreSQL's workers, co-running queries; each study goes on after
-# another's failed points (hours: the MySQL family's index plans take most of them)
+# Experiment E5 (docs/experiments.md) on SSB SF 1: plans, subqueries, PostgreSQL's workers, co-running queries;
+# each study goes on after another's failed points (hours: the MySQL family's index plans take most of them)
 e5: setup
 	status=0; for study in docs/studies/e5-*.yml; do $(BIN)/tierlab study $$study || status=1; done; exit $$status
 

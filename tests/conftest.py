@@ -1,5 +1,25 @@
 import sys
+import time
 from pathlib import Path
 
 # the host-side agent is a plain directory copied to hosts, not an installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracing"))
+
+# how long each test took, by phase (setup, call, teardown), and when the session started
+SECONDS: dict[str, dict[str, float]] = {}
+STARTED = time.monotonic()
+SLOWEST_SHOWN = 10
+
+
+def pytest_runtest_logreport(report):
+    SECONDS.setdefault(report.nodeid, {})[report.when] = report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The session's wall time and its slowest tests with their fixtures' setup, so that a slow creep shows in
+    every run of the suite."""
+    total = {node: sum(phases.values()) for node, phases in SECONDS.items()}
+    terminalreporter.section(f"wall time {time.monotonic() - STARTED:.0f} s; the {SLOWEST_SHOWN} slowest tests")
+    for node in sorted(total, key=total.get, reverse=True)[:SLOWEST_SHOWN]:
+        phases = SECONDS[node]
+        terminalreporter.write_line(f"{total[node]:8.1f} s (setup {phases.get('setup', 0):6.1f} s)  {node}")

@@ -265,7 +265,7 @@ def _study_commands(sub) -> None:
     """The commands of many runs: study, advise, validate."""
     p = sub.add_parser("study", help="run a study: one workload over a matrix of variables, a run per point, "
                                     "resumable; then compare the runs")
-    p.add_argument("file", nargs="?", help="the study file (YAML; README: Studies of many runs)")
+    p.add_argument("file", nargs="?", help="the study file (YAML; docs/user-guide.md: Studies of many runs)")
     p.add_argument("--resume", metavar="STUDY_DIR", help="run the points of results/<study_id> that have no ok run yet")
     p.add_argument("--results-dir", default="results", help="where the study's directory is made (default: results)")
     p.add_argument("--extra-vars", default="{}", metavar="JSON",

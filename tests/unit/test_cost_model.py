@@ -36,8 +36,8 @@ def page_reads(pages: list[int]) -> pd.DataFrame:
     return window([(t, "a", "R", page * 32, 32) for t, page in enumerate(pages)])
 
 
-# STUDY's page sequence p1 p3 p4 p3 p1 p4 p5 p3
-STUDY_PAGES = [1, 3, 4, 3, 1, 4, 5, 3]
+# the repeat-access example of docs/metrics.md: p1 p3 p4 p3 p1 p4 p5 p3
+RA_EXAMPLE_PAGES = [1, 3, 4, 3, 1, 4, 5, 3]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -50,11 +50,11 @@ def emulator():
     (3, [False, False, False, True, True, True, False, False]),
 ])
 def test_an_lru_cache_serves_a_page_read_again_before_it_is_the_least_recently_used(capacity_pages, hits):
-    assert cost_model.cache_hits(of(page_reads(STUDY_PAGES)), 16384, capacity_pages * 16384, "lru").tolist() == hits
+    assert cost_model.cache_hits(of(page_reads(RA_EXAMPLE_PAGES)), 16384, capacity_pages * 16384, "lru").tolist() == hits
 
 
 def test_an_admitting_cache_takes_a_page_on_its_second_access_only():
-    assert cost_model.cache_hits(of(page_reads(STUDY_PAGES)), 16384, 3 * 16384, "admitting").tolist() == [
+    assert cost_model.cache_hits(of(page_reads(RA_EXAMPLE_PAGES)), 16384, 3 * 16384, "admitting").tolist() == [
         False, False, False, False, False, False, False, True]
 
 

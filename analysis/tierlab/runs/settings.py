@@ -278,7 +278,8 @@ def validate_tiers(tiers, default_emulation: str, default_filesystem: str) -> li
     and, for `model` tiers, the checked `profile_file`.
     """
     if not isinstance(tiers, list) or not tiers:
-        raise InputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see README")
+        raise InputError("the inventory's 'tiers' must be a list of tiers (name, role, emulation, ...); see "
+                         "playbooks/inventory/real.example.yml and docs/user-guide.md")
     BY_NAME["tiers_emulation"].kind.parse("tiers_emulation", default_emulation)
     BY_NAME["tiers_filesystem"].kind.parse("tiers_filesystem", default_filesystem)
     names = [str(t.get("name", "")) for t in tiers]

@@ -5,7 +5,7 @@ by point. The study file (YAML):
 
     name: e5-plans                    # the study's name: letters, digits, . _ -
     workload: ssb                     # tpch, ssb or sysbench: playbooks/<workload>.yml
-    variables:                        # the same in every run (the playbook's variables, README)
+    variables:                        # the same in every run (the run variables, docs/variables.md)
       engine: postgresql
       queries: 1.1,3.4
     matrix:                           # every combination of these, the last varying fastest
