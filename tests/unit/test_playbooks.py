@@ -1,0 +1,25 @@
+"""The playbooks run as users type them: from the repository's root and from playbooks/, each place with the
+ansible.cfg Ansible finds there."""
+
+import configparser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# the settings whose values are paths, resolved from the directory of the file that holds them
+PATHS = ("inventory", "roles_path", "home", "local_tmp", "strategy_plugins")
+
+
+def _settings(config: Path) -> dict[str, str]:
+    parser = configparser.ConfigParser()
+    parser.read(config)
+    return {name: str((config.parent / value).resolve()) if name in PATHS else value
+            for name, value in parser["defaults"].items()}
+
+
+def test_the_two_configurations_say_the_same():
+    assert _settings(ROOT / "playbooks" / "ansible.cfg") == _settings(ROOT / "ansible.cfg")
+
+
+def test_every_path_of_the_configuration_is_in_the_repository():
+    settings = _settings(ROOT / "ansible.cfg")
+    assert [name for name in PATHS if name not in ("home", "local_tmp") and not Path(settings[name]).exists()] == []
