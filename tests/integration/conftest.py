@@ -59,7 +59,7 @@ class Lab:
         return [str(ROOT / ".venv/bin/tierlab"), "study", *args, "--extra-vars",
                 json.dumps({"tierlab_root": self.root, **self.settings})]
 
-    def lab(self, spec: Path) -> Path:
+    def study(self, spec: Path) -> Path:
         """A study file run by `tierlab study` on this root: its study directory."""
         before = self.run_ids()
         done = subprocess.run(self.study_command(str(spec), "--results-dir", str(self.results_dir)), cwd=ROOT,
