@@ -261,10 +261,13 @@ class CoRunner:
     """The run's corun query, run over and over on a connection of its own beside a step, each time to its end,
     from just before the step starts until the step ends: the interference of a second workload. The run that
     is under way when the step ends is waited for (it may outlast the step's window), so that nothing of it
-    runs into the next step; only the runs that ended within the window are counted."""
+    runs into the next step; only the runs that ended within the window are counted. Each run's start and end are
+    marked in the window's trace (`tierlab corun start|end <label> <n>`), on the trace's clock."""
 
-    def __init__(self, db, spec: dict, raw: Path, label: str):
+    def __init__(self, db, spec: dict, raw: Path, label: str, mark):
         self.db = db
+        self.label = label
+        self.mark = mark
         self.spec = spec
         self.query = spec["corun"]
         self.sql = (Path(spec["queries_dir"]) / f"{self.query}.sql").read_text()
@@ -276,11 +279,14 @@ class CoRunner:
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
+            number = len(self.runs) + 1
+            self.mark(f"tierlab corun start {self.label} {number}")
             try:
                 result = execute(self.db, self.spec["database"], self.sql, self.spec["query_timeout_s"], self.output)
             except Stopped:
                 # the step beside it stops too, and says why
                 return
+            self.mark(f"tierlab corun end {self.label} {number}")
             self.runs.append({**result, "ended": time.monotonic()})
             if result["status"] != "ok":
                 return
@@ -387,7 +393,8 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             emulators_before = emulator.require_running()
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
-            corunner = CoRunner(db, spec, raw, label) if spec.get("corun") else None
+            corunner = CoRunner(db, spec, raw, label, backend.mark if backend else lambda text: None) \
+                if spec.get("corun") else None
             if backend:
                 backend.start(label, raw / "traces")
             if corunner:
