@@ -9,9 +9,9 @@ ENGINE ?= mariadb
 # gcc: the device model's library, which tierlab's cost model loads (emulator/libtierlab-model.so)
 APT_PACKAGES := python3 python3-venv python3-pip gcc make
 MODEL_LIBRARY := emulator/libtierlab-model.so
-# the tests also read traces with blkparse, render reports in headless Chromium
-# build the device emulator (tierlab-emu) to run its model, and make btrfs file systems
-TEST_APT_PACKAGES := blktrace chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs
+# the tests also read traces with blkparse, measure with fio, build the device emulator (tierlab-emu) to run its
+# model, render reports in headless Chromium and make btrfs file systems
+TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
@@ -34,7 +34,7 @@ tpch: setup
 	$(BIN)/ansible-playbook playbooks/tpch.yml -e layout=$(LAYOUT) -e scale_factor=$(SF) -e queries=$(QUERIES) -e engine=$(ENGINE)
 
 tiers: setup
-	$(BIN)/ansible-playbook playbooks/tpch.yml --tags tiers
+	$(BIN)/ansible-playbook playbooks/tiers.yml
 
 teardown: setup
 	$(BIN)/ansible-playbook playbooks/teardown.yml
@@ -47,16 +47,16 @@ e5: setup
 lint: setup
 	$(BIN)/ruff check analysis tracing tests playbooks benchmarks
 
+# the unit tests first: a failure there stops the suite before the integration tests' minutes
 unit: setup $(VENV)/.test-deps
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -x tests/unit
 
-integration: setup
-	$(BIN)/pytest -q tests/integration
+integration: setup $(VENV)/.test-deps
+	$(BIN)/pytest -q -rs tests/integration
 
 $(VENV)/.test-deps: $(STAMP)
 	if ! dpkg -s $(TEST_APT_PACKAGES) >/dev/null 2>&1; then \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(TEST_APT_PACKAGES); fi
 	touch $@
 
-test: lint $(VENV)/.test-deps
-	$(BIN)/pytest -q -rs --durations=15 tests
+test: lint unit integration

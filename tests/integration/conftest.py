@@ -1,90 +1,50 @@
-"""Integration tests run the real playbook (real MariaDB, real emulated tiers, real traces)
-at a tiny scale factor, under a tierlab root of their own, and tear it all down after."""
+"""Integration tests run the real playbooks (real servers, real emulated tiers, real traces) at a tiny scale factor,
+under a tierlab root of their own, sharing its loaded databases, and tear it all down after."""
 
 import json
 import os
+import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lab import LAYOUTS, PLAYBOOK_CALLS, ROLE_SECONDS, ROOT, SCALE_FACTOR, TEST_ROOT, Lab, Lines, assert_torn_down
 
-ROOT = Path(__file__).resolve().parents[2]
-TEST_ROOT = "/var/lib/tierlab-test"
-SCALE_FACTOR = 0.01
-QUERIES = "1,3"
+HERE = Path(__file__).resolve().parent
+# TPC-H Q1 and Q3 under three layouts, each twice: Q3 reads orders through orders_custkey and lineitem through its
+# primary key, at random, so each table moved to the fast tier takes a large share of its time off
+LAYOUTS_STUDY = f"""
+name: layouts
+workload: tpch
+variables:
+  engine: mariadb
+  scale_factor: {SCALE_FACTOR}
+  queries: "1,3"
+  trace_backend: ftrace
+matrix:
+  layout: [{", ".join(LAYOUTS)}]
+repetitions: 2
+"""
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.geteuid() != 0:
-        skip = pytest.mark.skip(reason="integration tests need root (loop devices, mounts, tracing)")
-        for item in items:
-            if "integration" in str(item.path):
-                item.add_marker(skip)
+    """Every test here is an integration test; they need root, and without it the suite fails at once, saying so,
+    rather than passing what it did not run."""
+    here = [item for item in items if item.path.is_relative_to(HERE)]
+    for item in here:
+        item.add_marker(pytest.mark.integration)
+    if here and os.geteuid() != 0:
+        raise pytest.UsageError("the integration tests need root (loop devices, mounts, cgroups, tracing, database "
+                                "servers): run them as root (make integration), or the unit tests alone (make unit)")
 
 
-class Lab:
-    """The playbooks run under a tierlab root of the tests' own, with ports of its own (another root, with its
-    own ports and settings, can be had beside it)."""
-
-    def __init__(self, results_dir: Path, root: str = TEST_ROOT, **settings):
-        self.results_dir = results_dir
-        self.root = root
-        self.settings = {"mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516, **settings}
-
-    def playbook(self, name: str, *args: str, check: bool = True, **extra) -> subprocess.CompletedProcess:
-        variables = {"tierlab_root": self.root, "results_dir": str(self.results_dir), **self.settings,
-                     "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
-        cmd = [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
-        if check and done.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
-        return done
-
-    def run_ids(self) -> set[str]:
-        return {p.name for p in self.results_dir.iterdir()} if self.results_dir.exists() else set()
-
-    def execute(self, instance: str, sql: str, limit_s: int, output: Path) -> dict:
-        """One statement through the query loop's execute, on an instance of this root, by the agent installed here."""
-        sys.path.insert(0, str(Path(self.root, "agent")))
-        from tierlab_host.engines import engine
-        from tierlab_host.runner import execute
-
-        db = engine(json.loads(Path(self.root, "instances", instance, "engine.json").read_text()))
-        return execute(db, f"tpch_sf{str(SCALE_FACTOR).replace('.', '_')}", sql, limit_s, output)
-
-    def study_command(self, *args: str) -> list[str]:
-        """`tierlab study` with args, on this root and its ports."""
-        return [str(ROOT / ".venv/bin/tierlab"), "study", *args, "--extra-vars",
-                json.dumps({"tierlab_root": self.root, **self.settings})]
-
-    def study(self, spec: Path) -> Path:
-        """A study file run by `tierlab study` on this root: its study directory."""
-        before = self.run_ids()
-        done = subprocess.run(self.study_command(str(spec), "--results-dir", str(self.results_dir)), cwd=ROOT,
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            raise AssertionError(f"tierlab study {spec} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
-        (new,) = self.run_ids() - before
-        return self.results_dir / new
-
-    def run(self, layout: str, playbook: str = "tpch.yml", **extra) -> Path:
-        before = self.run_ids()
-        self.playbook(playbook, layout=layout, **extra)
-        (new,) = self.run_ids() - before
-        return self.results_dir / new
-
-
-def placement_now(run_dir: Path) -> dict:
-    """Where each table's file is right now: path, st_dev, and the st_dev of the tier it should be on."""
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    tier_paths = {t["role"]: t["path"] for t in manifest["tiers"]}
-    return {
-        table: {"tier": info["tier"], "path": info["path"], "file_dev": os.stat(info["path"]).st_dev,
-                "tier_dev": os.stat(tier_paths[info["tier"]]).st_dev}
-        for table, info in manifest["layout"]["tables"].items()
-    }
+def pytest_terminal_summary(terminalreporter):
+    """Each playbook's fixed cost, visible: how many the suite ran, and the seconds of each role over all of them."""
+    if not PLAYBOOK_CALLS:
+        return
+    terminalreporter.section(f"{len(PLAYBOOK_CALLS)} playbook runs; seconds by role over all of them")
+    for role, seconds in sorted(ROLE_SECONDS.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {role}")
 
 
 @pytest.fixture(scope="session")
@@ -95,24 +55,35 @@ def lab(tmp_path_factory):
     assert_torn_down(TEST_ROOT)
 
 
-def assert_torn_down(root: str) -> None:
-    """Nothing tierlab made under root is left: its record is empty, and no loop device, mount, server or memory
-    group of it remains."""
-    record = Path(root) / "state" / "created.json"
-    assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
-    assert root not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    assert root not in Path("/proc/mounts").read_text()
-    for program in ("tierlab-emu", "mariadbd", "postgres"):
-        assert subprocess.run(["pgrep", "-f", f"{program} .*{root}/"], capture_output=True).returncode == 1, \
-            f"teardown left {program} running"
-    assert not list(Path("/sys/fs/cgroup/memory").glob(f"{Path(root).name}-*")), "teardown left a memory group"
+@pytest.fixture(scope="session")
+def layouts(lab, tmp_path_factory):
+    """The layouts study, interrupted (Ctrl-C) while its first point runs and resumed: what the interrupted and
+    the resumed `tierlab study` said, its directory, its record, and its runs by (layout, repetition)."""
+    spec = tmp_path_factory.mktemp("layouts") / "layouts.yml"
+    spec.write_text(LAYOUTS_STUDY)
+    child = subprocess.Popen(lab.study_command(str(spec), "--results-dir", str(lab.results_dir)), cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = Lines(child)
+    try:
+        first = [lines.next(60), lines.next(60)]
+        child.send_signal(signal.SIGINT)
+        interrupted = lines.rest(900)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=60)
+    study_dir = Path(first[0].removeprefix("study ").strip())
+    after_interrupt = json.loads((study_dir / "study.json").read_text())
+    resumed = subprocess.run(lab.study_command("--resume", str(study_dir)), cwd=ROOT, capture_output=True, text=True,
+                             timeout=1800)
+    assert resumed.returncode == 0, resumed.stdout[-6000:] + resumed.stderr[-3000:]
+    record = json.loads((study_dir / "study.json").read_text())
+    runs = {(p["variables"]["layout"], p["repetition"]): study_dir / p["run_id"] for p in record["points"]}
+    return {"dir": study_dir, "first_lines": first, "interrupted": interrupted, "interrupted_code": child.returncode,
+            "after_interrupt": after_interrupt, "resumed": resumed.stdout, "record": record, "runs": runs}
 
 
 @pytest.fixture(scope="session")
-def layout_runs(lab):
-    """One run per layout, in order; the placement of the files is taken right after each."""
-    runs = {}
-    for layout in ("None", "ALL", "C+O"):
-        run_dir = lab.run(layout)
-        runs[layout] = {"dir": run_dir, "placement": placement_now(run_dir)}
-    return runs
+def layout_runs(layouts):
+    """The first run of each layout."""
+    return {layout: layouts["runs"][(layout, 1)] for layout in LAYOUTS}

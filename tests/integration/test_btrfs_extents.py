@@ -20,16 +20,16 @@ def btrfs(tmp_path):
     with open(image, "wb") as f:
         f.truncate(512 << 20)
     loop = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=120).stdout.strip()
     mount = tmp_path / "mnt"
     mount.mkdir()
     try:
-        subprocess.run(["mkfs.btrfs", "-q", "-f", loop], check=True)
-        subprocess.run(["mount", "-o", "noatime,nodiscard", loop, str(mount)], check=True)
+        subprocess.run(["mkfs.btrfs", "-q", "-f", loop], check=True, timeout=120)
+        subprocess.run(["mount", "-o", "noatime,nodiscard", loop, str(mount)], check=True, timeout=120)
         yield loop, mount
     finally:
-        subprocess.run(["umount", str(mount)])
-        subprocess.run(["losetup", "-d", loop], check=True)
+        subprocess.run(["umount", str(mount)], timeout=120)
+        subprocess.run(["losetup", "-d", loop], check=True, timeout=120)
 
 
 def write(path, data):
@@ -54,7 +54,7 @@ def test_an_uncompressed_file_s_extents_hold_its_bytes_where_they_say_on_the_dev
 def test_a_compressed_file_s_extents_are_zstd_frames_of_their_stored_bytes(btrfs):
     loop, mount = btrfs
     (mount / "db").mkdir()
-    subprocess.run(["btrfs", "property", "set", str(mount / "db"), "compression", "zstd"], check=True)
+    subprocess.run(["btrfs", "property", "set", str(mount / "db"), "compression", "zstd"], check=True, timeout=120)
     write(mount / "db" / "table", TEXT)
     write(mount / "db" / "random", RANDOM)
     extents = file_extents(str(mount / "db" / "table"))

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from lab import Lab, assert_torn_down
 
 import tierlab
-from conftest import Lab, assert_torn_down
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.postgresql]
 
 BTRFS_ROOT = "/var/lib/tierlab-btrfs"
 BTRFS_SETTINGS = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "tiers_check_runtime_s": 0.5,
@@ -45,7 +47,7 @@ def test_the_database_s_directory_on_every_tier_compresses_with_zstd(btrfs_runs,
     directories = {str(Path(f["path"]).parent) for t in tables.values() for f in t["files"]}
     assert len({d.split("/tiers/")[1].split("/")[0] for d in directories}) == 2
     for directory in directories:
-        done = subprocess.run(["btrfs", "property", "get", directory, "compression"], capture_output=True, text=True)
+        done = subprocess.run(["btrfs", "property", "get", directory, "compression"], capture_output=True, text=True, timeout=120)
         assert done.stdout.strip() == "compression=zstd", directory
 
 

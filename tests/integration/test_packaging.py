@@ -1,13 +1,13 @@
 """tierlab installed as a package (pip install .) into an environment of its own: its command starts on its
 required dependencies alone, analyses a trace, and says what needs the checkout it is installed without."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
-
-from tierlab.traces.blktrace import write_blktrace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,13 +22,17 @@ def installed(tmp_path_factory):
     return venv / "bin" / "tierlab"
 
 
-def test_the_installed_command_reads_a_trace(installed, tmp_path):
-    trace = write_blktrace(tmp_path / "t.blktrace.0", [("D", 1000, "7:0", 64, 16384, "R", 42),
-                                                       ("C", 91000, "7:0", 64, 16384, "R", 0)])
-    done = subprocess.run([str(installed), "trace-stats", str(trace)], capture_output=True, text=True, timeout=120)
+def test_the_installed_command_reads_a_trace_a_run_recorded_as_the_run_s_analysis_did(installed, layout_runs):
+    run_dir = layout_runs["C+O"]
+    done = subprocess.run([str(installed), "trace-stats", str(run_dir / "raw" / "traces" / "q03_try1.ftrace-raw"),
+                           "--json"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert [line.split() for line in done.stdout.splitlines() if line.split()[0] in ("requests", "read_requests")] == \
-        [["requests", "1"], ["read_requests", "1"]]
+    stats = json.loads(done.stdout)
+    metrics = pd.read_csv(run_dir / "tables" / "query_metrics.csv").set_index("query").loc["q03"]
+    counts = pd.read_csv(run_dir / "tables" / "trace_counts.csv").set_index("query").loc["q03"]
+    # the window's requests, and those the trace caught outside its marks
+    assert stats["requests"] == metrics["requests"] + counts["outside_window"]
+    assert stats["read_requests"] >= metrics["read_requests"]
 
 
 def test_the_installed_command_says_a_device_model_needs_the_checkout(installed):

@@ -1,10 +1,10 @@
 """A raw ftrace window against the kernel's own text of the same ring buffer: the same requests."""
 
 import json
-import subprocess
 
 import numpy as np
 import pytest
+from lab import command
 
 from tierlab.traces.ftrace import parse_ftrace
 from tierlab.traces.ftrace_raw import parse_ftrace_raw
@@ -18,14 +18,18 @@ def nand(layout_runs, tmp_path, monkeypatch):
     mount where the host has no tracefs) goes in a record of the test's own, which its teardown empties."""
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "state" / "created.json")
-    tiers = json.loads((layout_runs["C+O"]["dir"] / "raw" / "tiers.json").read_text())
+    tiers = json.loads((layout_runs["C+O"] / "raw" / "tiers.json").read_text())
     yield next(tier for tier in tiers if tier["name"] == "nand")
     teardown.down()
 
 
-def read_direct(block_device: str, count: int, skip: int, block_bytes: int) -> None:
-    subprocess.run(["dd", f"if={block_device}", "of=/dev/null", f"bs={block_bytes}", f"count={count}", f"skip={skip}",
-                    "iflag=direct", "status=none"], check=True)
+def read_direct(block_device: str, count: int, skip: int, block_bytes: int) -> set[int]:
+    """count reads of block_bytes from block skip on, with O_DIRECT: the sectors they start at."""
+    done = command(["dd", f"if={block_device}", "of=/dev/null", f"bs={block_bytes}", f"count={count}", f"skip={skip}",
+                    "iflag=direct", "status=none"], "dd", 300)
+    assert done.returncode == 0, done.stderr
+    sectors = block_bytes // 512
+    return {(skip + n) * sectors for n in range(count)}
 
 
 def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(nand, tmp_path, monkeypatch):
@@ -36,8 +40,7 @@ def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(nand, tmp_path,
     instance = FtraceInstance("tierlab-test-raw", [nand["device"]], 8192)
     try:
         instance.start("w_try1", tmp_path)
-        for skip in (0, 4096, 100, 77777):
-            read_direct(nand["block_device"], 300, skip, 16384)
+        read = set().union(*(read_direct(nand["block_device"], 300, skip, 16384) for skip in (0, 4096, 100, 77777)))
         (instance.dir / "trace_marker").write_text("tierlab end w_try1\n")
         (tmp_path / "w_try1.ftrace").write_bytes((instance.dir / "trace").read_bytes())
         files = instance.stop("w_try1", tmp_path)["files"]
@@ -46,7 +49,10 @@ def test_a_raw_window_holds_the_requests_the_kernel_s_text_shows(nand, tmp_path,
     assert record.entries("tracing_instance") == []
     assert files == ["w_try1.ftrace-raw"]
     raw, text = parse_ftrace_raw(tmp_path / files[0]), parse_ftrace(tmp_path / "w_try1.ftrace")
-    assert len(raw.requests) == len(text.requests) >= 1200
+    assert len(raw.requests) == len(text.requests)
+    # dd's 1,200 reads, each a 32-sector request where it asked (with whatever else read the device meanwhile)
+    ours = raw.requests[(raw.requests["size_sectors"] == 32) & raw.requests["sector"].isin(read)]
+    assert set(ours["sector"]) == read and len(ours) == 1200
     assert [m for _, m in text.markers] == ["tierlab start w_try1", "tierlab end w_try1"]
     assert [m for _, m in raw.markers] == ["tierlab start w_try1", "tierlab end w_try1", "tierlab end w_try1"]
     for column in ("device", "op", "rwbs", "sector", "size_sectors", "pid", "process"):
@@ -62,7 +68,7 @@ def test_a_window_longer_than_the_ring_buffer_holds_loses_no_request(nand, tmp_p
     instance = FtraceInstance("tierlab-test-long", [nand["device"]], 1024)
     try:
         instance.start("long_try1", tmp_path)
-        read_direct(nand["block_device"], 60000, 0, 4096)
+        read = read_direct(nand["block_device"], 60000, 0, 4096)
         found = instance.stop("long_try1", tmp_path)
     finally:
         instance.close()
@@ -70,4 +76,5 @@ def test_a_window_longer_than_the_ring_buffer_holds_loses_no_request(nand, tmp_p
     window = parse_ftrace_raw(tmp_path / found["files"][0])
     assert window.counts["lost_events"] == 0
     assert [m for _, m in window.markers] == ["tierlab start long_try1", "tierlab end long_try1"]
-    assert len(window.requests) >= 60000
+    ours = window.requests[(window.requests["size_sectors"] == 8) & window.requests["sector"].isin(read)]
+    assert set(ours["sector"]) == read and len(ours) == 60000

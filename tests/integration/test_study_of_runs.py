@@ -1,106 +1,120 @@
-"""A study of many runs: a 2 x 2 matrix run point by point, stopped by an interrupt and resumed; a study spread
-over two hosts."""
+"""Studies of many runs: the layouts study stopped by an interrupt and resumed, its layouts ranked by validate
+against what they measured, a buffer pool study advised on, and a study spread over two hosts."""
 
 import json
 import os
-import signal
-import subprocess
-from pathlib import Path
+import statistics
 
 import pandas as pd
+import pytest
 import yaml
+from lab import LAYOUTS, ROOT, SCALE_FACTOR, assert_torn_down, cli, command
 
-from conftest import ROOT, SCALE_FACTOR, assert_torn_down
-
-STUDY = f"""
-name: sweep
-workload: tpch
-variables:
-  engine: mariadb
-  scale_factor: {SCALE_FACTOR}
-  queries: "3"
-matrix:
-  layout: [None, ALL]
-  buffer_pool: [5%, 20%]
-"""
+pytestmark = pytest.mark.mariadb
 
 
-def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest(lab, tmp_path):
-    spec = tmp_path / "sweep.yml"
-    spec.write_text(STUDY)
-    child = subprocess.Popen(lab.study_command(str(spec), "--results-dir", str(lab.results_dir)), cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    study_dir = Path(child.stdout.readline().removeprefix("study ").strip())
-    assert (study_dir.parent, study_dir.name[16:]) == (lab.results_dir, "_sweep")
-    assert child.stdout.readline().strip() == "point 1 of 4: layout=None buffer_pool=5%"
-    child.send_signal(signal.SIGINT)
-    output = child.communicate(timeout=1800)[0]
-    assert child.returncode == 1, output
-    assert "interrupted: the study stops when the points that run have ended" in output
-    assert f"3 of 4 points have no ok run (study.json says why, where one ran); run them with: tierlab study " \
-           f"--resume {study_dir}" in output
-    record = json.loads((study_dir / "study.json").read_text())
-    assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok")]
-    first_run = record["points"][0]["run_id"]
-
-    resumed = subprocess.run(lab.study_command("--resume", str(study_dir)), cwd=ROOT, capture_output=True,
-                             text=True)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    record = json.loads((study_dir / "study.json").read_text())
-    assert [(p["point"], p["status"]) for p in record["points"]] == [(1, "ok"), (2, "ok"), (3, "ok"), (4, "ok")]
-    assert record["points"][0]["run_id"] == first_run
-    ran = {}
-    for point in record["points"]:
-        settings = json.loads((study_dir / point["run_id"] / "config" / "run.json").read_text())["settings"]
-        ran[point["point"]] = (settings["layout"], settings["buffer_pool"]["percent"])
-    assert ran == {1: ("None", 5.0), 2: ("None", 20.0), 3: ("ALL", 5.0), 4: ("ALL", 20.0)}
+def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest(layouts, lab):
+    study_dir = layouts["dir"]
+    assert (study_dir.parent, study_dir.name[16:]) == (lab.results_dir, "_layouts")
+    assert layouts["first_lines"][1].strip() == "point 1 of 6: layout=None (repetition 1)"
+    assert layouts["interrupted_code"] == 1, layouts["interrupted"]
+    assert "interrupted: the study stops when the points that run have ended" in layouts["interrupted"]
+    assert (f"5 of 6 points have no ok run (study.json says why, where one ran); run them with: tierlab study "
+            f"--resume {study_dir}") in layouts["interrupted"]
+    assert [(p["point"], p["status"]) for p in layouts["after_interrupt"]["points"]] == [(1, "ok")]
+    points = layouts["record"]["points"]
+    assert [(p["point"], p["status"]) for p in points] == [(n, "ok") for n in range(1, 7)]
+    assert points[0]["run_id"] == layouts["after_interrupt"]["points"][0]["run_id"]
+    ran = [json.loads((study_dir / p["run_id"] / "config" / "run.json").read_text())["settings"]["layout"] for p in points]
+    assert ran == ["None", "None", "C+O", "C+O", "ALL", "ALL"]
     compared = pd.read_csv(study_dir / "compare" / "compare.csv")
-    assert sorted(compared["run"].unique()) == sorted(point["run_id"] for point in record["points"])
+    assert sorted(compared["run"].unique()) == sorted(p["run_id"] for p in points)
     best = pd.read_csv(study_dir / "fastest.csv", keep_default_na=False)
-    assert best[["query", "layout", "default buffer_pool"]].values.tolist() == [["q03", "None", "5%"], ["q03", "ALL", "5%"]]
+    assert best[["query", "default layout"]].values.tolist() == [["q01", "None"], ["q03", "None"]]
 
 
-def test_validate_ranks_a_study_s_layouts_from_each_of_its_runs(lab):
-    (study_dir,) = [p for p in lab.results_dir.iterdir() if p.name.endswith("_sweep")]
-    done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "validate", str(study_dir)], cwd=ROOT, capture_output=True,
-                          text=True)
+def q03_seconds(layouts) -> dict[str, list[float]]:
+    """Each layout's measured Q3 seconds, from its runs' tables."""
+    seconds: dict[str, list[float]] = {}
+    for (layout, _), run_dir in sorted(layouts["runs"].items()):
+        queries = pd.read_csv(run_dir / "tables" / "queries.csv").set_index("query")
+        seconds.setdefault(layout, []).append(float(queries.loc["q03", "elapsed_s"]))
+    return seconds
+
+
+def test_q3_s_layouts_are_apart_by_more_than_their_runs_spread(layouts):
+    """What the validation below rests on: every table the fast tier gains takes Q3 time off, by more than a layout's
+    two runs differ."""
+    seconds = q03_seconds(layouts)
+    assert min(seconds["None"]) > max(seconds["C+O"]) and min(seconds["C+O"]) > max(seconds["ALL"]), seconds
+
+
+def test_validate_ranks_q3_s_layouts_as_they_ran_from_each_of_its_runs(layouts):
+    study_dir = layouts["dir"]
+    done = cli("validate", str(study_dir))
     assert done.returncode == 0, done.stderr
     table = pd.read_csv(study_dir / "validation.csv", keep_default_na=False)
-    assert table[["buffer_pool", "query", "traced_layout", "layouts"]].values.tolist() == [
-        ["5%", "q03", "None", 2], ["5%", "q03", "ALL", 2], ["20%", "q03", "None", 2], ["20%", "q03", "ALL", 2]]
-    assert set(table["spearman"]) <= {1.0, -1.0}
-    # one run per layout: how well the measurement ranks them against itself is not known
-    assert set(table["repeat_spearman"]) == {""}
-    assert (table["regret_pct"] >= 0).all()
-    assert set(table["measured_fastest"]) <= {"None", "ALL"}
-    layouts = pd.read_csv(study_dir / "validation_layouts.csv", keep_default_na=False)
-    assert sorted(layouts[["buffer_pool", "query", "layout", "runs"]].values.tolist()) == [
-        ["20%", "q03", "ALL", 1], ["20%", "q03", "None", 1], ["5%", "q03", "ALL", 1], ["5%", "q03", "None", 1]]
-    # one run per layout: its measured range is that run
-    assert (layouts["measured_min_s"] == layouts["measured_max_s"]).all()
+    q03 = table[table["query"] == "q03"]
+    assert sorted(q03["traced_layout"]) == sorted(layout for layout in LAYOUTS for _ in range(2))
+    # from any of the six runs, the model ranks the three layouts as they measured: ALL, C+O, None
+    assert (q03["layouts"] == 3).all()
+    assert (q03["spearman"] == 1.0).all()
+    assert set(q03["predicted_fastest"]) == set(q03["measured_fastest"]) == {"ALL"}
+    assert (q03["regret_pct"] == 0).all()
+    # the measurement ranks them alike in both repetitions
+    assert (q03["repeat_spearman"] == 1.0).all()
+    layouts_table = pd.read_csv(study_dir / "validation_layouts.csv").set_index(["query", "layout"])
+    seconds = q03_seconds(layouts)
+    for layout in LAYOUTS:
+        row = layouts_table.loc[("q03", layout)]
+        assert (row["runs"], row["measured_min_s"], row["measured_max_s"]) == pytest.approx(
+            (2, min(seconds[layout]), max(seconds[layout])), rel=1e-5)
+        assert row["measured_s"] == pytest.approx(statistics.median(seconds[layout]), rel=1e-5)
     page = (study_dir / "validation.html").read_text()
     assert "Layouts: predicted against measured" in page
     assert "Each layout: its runs and its predictions" in page
 
 
-def test_advise_names_the_buffer_pool_knee_of_each_layout_with_its_runs(lab):
-    (study_dir,) = [p for p in lab.results_dir.iterdir() if p.name.endswith("_sweep")]
-    done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "advise", str(study_dir)], cwd=ROOT, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
-    advice = pd.read_csv(study_dir / "advice" / "advice.csv", keep_default_na=False)
-    assert advice[["setting", "context", "step", "value"]].values.tolist() == [
-        ["buffer_pool", "layout=None", "all queries", "5%"], ["buffer_pool", "layout=None", "all queries", "20%"],
-        ["buffer_pool", "layout=ALL", "all queries", "5%"], ["buffer_pool", "layout=ALL", "all queries", "20%"]]
-    record = json.loads((study_dir / "study.json").read_text())
-    runs = {(p["variables"]["layout"], p["variables"]["buffer_pool"]): p["run_id"] for p in record["points"]}
-    assert [runs[(context.removeprefix("layout="), value)] for context, value in advice[["context", "value"]].values] \
-        == list(advice["runs"])
-    for context, rows in advice.groupby("context"):
-        assert sorted(rows["verdict"].str.split(", ").sum()) in (["best", "knee"], ["", "best", "knee"]), context
-    assert "buffer_pool for all queries (layout=None): " in done.stdout
-    assert (study_dir / "advice" / "report.html").read_text().count("<svg") == 2
+BUFFER_POOL_STUDY = f"""
+name: buffer-pool
+workload: tpch
+variables:
+  engine: mariadb
+  scale_factor: {SCALE_FACTOR}
+  queries: "3"
+  layout: None
+matrix:
+  buffer_pool: [8M, 64M]
+"""
 
+
+@pytest.fixture(scope="module")
+def buffer_pool_study(lab, layouts, tmp_path_factory):
+    """Q3 with every table on nand and the smallest buffer pool, then one that holds the whole database (about 20 MB)."""
+    spec = tmp_path_factory.mktemp("buffer_pool") / "buffer-pool.yml"
+    spec.write_text(BUFFER_POOL_STUDY)
+    return lab.study(spec)
+
+
+def test_advise_names_the_best_buffer_pool_and_its_knee_with_the_runs_it_rests_on(buffer_pool_study):
+    study_dir = buffer_pool_study
+    done = cli("advise", str(study_dir))
+    assert done.returncode == 0, done.stderr
+    record = json.loads((study_dir / "study.json").read_text())
+    runs = {p["variables"]["buffer_pool"]: p["run_id"] for p in record["points"]}
+    seconds = {size: float(pd.read_csv(study_dir / run / "tables" / "queries.csv")["elapsed_s"].iloc[0])
+               for size, run in runs.items()}
+    advice = pd.read_csv(study_dir / "advice" / "advice.csv", keep_default_na=False)
+    assert advice[["setting", "context", "step", "value", "runs"]].values.tolist() == [
+        ["buffer_pool", "all runs", "all queries", "8M", runs["8M"]],
+        ["buffer_pool", "all runs", "all queries", "64M", runs["64M"]]]
+    assert advice["figure"].tolist() == pytest.approx([seconds["8M"], seconds["64M"]], rel=1e-5)
+    # a buffer pool that holds the database reads each page once: the best, and the knee (the smallest within 10%)
+    assert seconds["64M"] < seconds["8M"] / 1.1, seconds
+    assert advice["verdict"].tolist() == ["", "best, knee"]
+    assert [line for line in done.stdout.splitlines() if line.startswith("buffer_pool for all queries (all runs): ")
+            ][0].startswith("buffer_pool for all queries (all runs): 64M (64 MiB) is best, ")
+    assert (study_dir / "advice" / "report.html").read_text().count("<svg") == 1
 
 
 # what is tested here is the spreading: the tiers are plain loop devices (no emulator to build and calibrate on
@@ -117,11 +131,11 @@ def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their
     inventory = tmp_path / "two-hosts.yml"
     inventory.write_text(yaml.safe_dump(local))
     spec = tmp_path / "spread.yml"
-    spec.write_text(STUDY.replace("name: sweep", "name: spread").replace('"3"', '"6"').replace("  buffer_pool: [5%, 20%]\n", ""))
+    spec.write_text(f"name: spread\nworkload: tpch\nvariables:\n  scale_factor: {SCALE_FACTOR}\n  queries: \"6\"\n"
+                    "matrix:\n  layout: [None, ALL]\n")
     try:
-        done = subprocess.run([str(ROOT / ".venv/bin/tierlab"), "study", "-i", str(inventory), str(spec), "--results-dir",
-                               str(tmp_path / "results"), "--extra-vars", json.dumps(SPREAD_HOST)],
-                              cwd=ROOT, capture_output=True, text=True)
+        done = cli("study", "-i", str(inventory), str(spec), "--results-dir", str(tmp_path / "results"),
+                   "--extra-vars", json.dumps(SPREAD_HOST), timeout_s=1200)
         assert done.returncode == 0, done.stdout + done.stderr
         (study_dir,) = (tmp_path / "results").iterdir()
         record = json.loads((study_dir / "study.json").read_text())
@@ -137,9 +151,9 @@ def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their
         compared = pd.read_csv(study_dir / "compare" / "compare.csv")
         assert sorted(compared["run"].unique()) == sorted(p["run_id"] for p in record["points"])
     finally:
-        teardown = subprocess.run([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(inventory), "playbooks/teardown.yml",
-                                   "-e", "purge=true"], cwd=ROOT, capture_output=True, text=True,
-                                  env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+        teardown = command([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(inventory), "playbooks/teardown.yml",
+                            "-e", "purge=true"], "the two hosts' teardown", 600, cwd=ROOT,
+                           env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
     assert teardown.returncode == 0, teardown.stdout[-3000:]
     for host in ("node-a", "node-b"):
         assert_torn_down(f"/var/lib/tierlab-{host}")

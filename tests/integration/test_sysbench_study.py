@@ -8,6 +8,8 @@ import pytest
 
 import tierlab
 
+pytestmark = [pytest.mark.mariadb, pytest.mark.postgresql, pytest.mark.mysql]
+
 TESTS = ["oltp_read_only", "oltp_read_write", "oltp_write_only"]
 # 2 tables of 20,000 rows (about 10 MB with their indexes) against MariaDB's smallest buffer pool (8 MiB),
 # so that the read-only window still reads from the device after its warm-up
@@ -44,6 +46,7 @@ def test_each_window_s_throughput_comes_from_the_driver_s_own_reports(sysbench_r
     run_dir = sysbench_runs[engine]
     totals = pd.read_csv(run_dir / "tables" / "throughput.csv")
     intervals = pd.read_csv(run_dir / "tables" / "throughput_intervals.csv")
+    assert list(totals["query"]) == (TESTS if engine == "mariadb" else ["oltp_read_write"])
     for row in totals.itertuples():
         reports = [json.loads(line) for line in (run_dir / "raw" / "driver" / f"{row.query}_try1.jsonl").read_text()
                    .splitlines() if line.startswith("{")]
@@ -66,6 +69,8 @@ def test_the_read_only_window_reads_the_sysbench_tables_on_the_fast_device(sysbe
     sysbench_reads = reads[reads["object"].astype(str).str.startswith("sbtest")]
     assert len(sysbench_reads) > 0
     assert set(sysbench_reads["tier"]) == {"optane"}
+    # nothing of sysbench's tables is read on the capacity tier, and little that no table owns
+    assert (reads["object"] == "other").mean() <= 0.05
 
 
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql", "mysql"])

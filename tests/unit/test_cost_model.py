@@ -42,7 +42,7 @@ RA_EXAMPLE_PAGES = [1, 3, 4, 3, 1, 4, 5, 3]
 
 @pytest.fixture(scope="module", autouse=True)
 def emulator():
-    subprocess.run(["make", "-s", "-C", str(cost_model.EMULATOR.parent)], check=True)
+    subprocess.run(["make", "-s", "-C", str(cost_model.EMULATOR.parent)], check=True, timeout=300)
 
 
 @pytest.mark.parametrize(("capacity_pages", "hits"), [
@@ -148,7 +148,7 @@ def simulated(window: cost_model.Window, *options: str) -> pd.DataFrame:
     text = "".join(f"{at / 1000:.3f} {'w' if w else 'r'} {offset} {length}\n" for at, w, offset, length in
                    zip(window.at_ns, window.writes, window.offset_bytes, window.length_bytes, strict=True))
     done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), *options, "--simulate"],
-                          input=text, capture_output=True, text=True, check=True)
+                          input=text, capture_output=True, text=True, check=True, timeout=120)
     return pd.read_csv(io.StringIO(done.stdout), sep=" ")
 
 
@@ -262,7 +262,7 @@ def test_the_emulated_cache_serves_the_reads_the_cost_model_s_cache_simulation_s
 def test_a_bad_simulated_cache_is_refused_with_what_is_allowed(given, said):
     done = subprocess.run([str(cost_model.EMULATOR), "--profile", str(PROFILES["capacity"]), "--cache-profile",
                            str(PROFILES["fast"]), "--cache", *given, "--simulate"], input="0 r 0 4096\n",
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert said in done.stderr
 
@@ -297,7 +297,7 @@ def test_a_model_library_built_from_other_sources_is_refused_with_how_to_rebuild
                                                                                      built):
     (tmp_path / "replay.c").write_text(source)
     library = tmp_path / "libtierlab-model.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "replay.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "replay.c")], check=True, timeout=120)
     monkeypatch.setattr(cost_model, "MODEL_LIBRARY", library)
     cost_model._library.cache_clear()
     try:

@@ -88,7 +88,8 @@ def test_devices_refuses_measurements_cut_short_before_writing_anything(tmp_path
     tier["jobs"] = [j for j in tier["jobs"] if j["kind"] != "sustained"]
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "devices.json").write_text(json.dumps({"tiers": [tier]}))
-    done = subprocess.run([sys.executable, "-m", "tierlab", "devices", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "tierlab", "devices", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode != 0
     assert "does not hold the device suite's measurements (ValueError: not enough values to unpack" in done.stderr
     assert "Traceback" not in done.stderr

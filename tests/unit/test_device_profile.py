@@ -14,12 +14,13 @@ NAND = EMULATOR / "profiles" / "nand.toml"
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
-    subprocess.run(["make", "-s", "-C", str(EMULATOR)], check=True)
+    subprocess.run(["make", "-s", "-C", str(EMULATOR)], check=True, timeout=300)
     return EMULATOR / "tierlab-emu"
 
 
 def emulator_error(binary: Path, profile: Path) -> str:
-    done = subprocess.run([str(binary), "--profile", str(profile), "--simulate"], input="", capture_output=True, text=True)
+    done = subprocess.run([str(binary), "--profile", str(profile), "--simulate"], input="", capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 2
     return done.stderr.strip()
 
@@ -38,7 +39,8 @@ def test_every_shipped_profile_loads_in_both_readers(binary):
     for name in device_profile.profile_names():
         path = device_profile.profile_path(name)
         assert device_profile.load(path)["model"] == name
-        done = subprocess.run([str(binary), "--profile", str(path), "--simulate"], input="", capture_output=True, text=True)
+        done = subprocess.run([str(binary), "--profile", str(path), "--simulate"], input="", capture_output=True,
+                              text=True, timeout=120)
         assert done.returncode == 0, done.stderr
 
 

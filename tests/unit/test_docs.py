@@ -23,7 +23,7 @@ HISTORY = ("CHANGELOG.md",)
 
 def _text_files() -> list[Path]:
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
+                            capture_output=True, text=True, check=True, timeout=120).stdout.split()
     files = [ROOT / name for name in listed if (ROOT / name).is_file()]
     return [path for path in files if path.suffix not in (".parquet", ".png", ".so") and b"\0" not in path.read_bytes()]
 

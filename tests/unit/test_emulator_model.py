@@ -13,14 +13,14 @@ KIB = 1024
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
-    subprocess.run(["make", "-s", "-C", str(EMULATOR)], check=True)
+    subprocess.run(["make", "-s", "-C", str(EMULATOR)], check=True, timeout=300)
     return EMULATOR / "tierlab-emu"
 
 
 def simulate(binary: Path, profile: Path, requests: list[tuple[float, str, int, int]]) -> list[dict]:
     stdin = "".join(f"{at} {op} {offset} {length}\n" for at, op, offset, length in requests)
     done = subprocess.run([str(binary), "--profile", str(profile), "--simulate"], input=stdin,
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, timeout=120)
     header, *lines = done.stdout.splitlines()
     return [dict(zip(header.split(), line.split(), strict=True)) for line in lines]
 
@@ -151,7 +151,7 @@ def test_passthrough_adds_nothing(binary):
 
 def job(binary: Path, profile: str, rw: str, block_bytes: int, iodepth: int) -> dict:
     done = subprocess.run([str(binary), "--profile", str(PROFILES / f"{profile}.toml"), "--job", rw, str(block_bytes),
-                           str(iodepth)], capture_output=True, text=True, check=True)
+                           str(iodepth)], capture_output=True, text=True, check=True, timeout=120)
     return json.loads(done.stdout)
 
 
@@ -174,6 +174,6 @@ def test_a_closed_loop_job_at_depth_is_capped_by_the_channels_or_the_bandwidth(b
 
 def test_a_job_with_an_unknown_pattern_is_refused(binary):
     done = subprocess.run([str(binary), "--profile", str(PROFILES / "nand.toml"), "--job", "trim", "4096", "1"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr == "tierlab-emu: --job RW must be read, randread, write or randwrite, got trim\n"

@@ -77,4 +77,4 @@ def test_a_recorded_server_whose_pid_runs_another_program_now_is_not_stopped(tmp
         assert record.entries() == []
     finally:
         other.send_signal(signal.SIGKILL)
-        other.wait()
+        other.wait(timeout=60)

@@ -13,7 +13,8 @@ def test_fiemap_agrees_with_filefrag(tmp_path):
             f.write(bytes([i]) * 16384)
             f.flush()
             os.fsync(f.fileno())
-    output = subprocess.run(["filefrag", "-e", "-b4096", str(path)], capture_output=True, text=True, check=True).stdout
+    output = subprocess.run(["filefrag", "-e", "-b4096", str(path)], capture_output=True, text=True, check=True,
+                            timeout=120).stdout
     expected = []
     for m in re.finditer(r"^\s*\d+:\s+(\d+)\.\.\s*(\d+):\s+(\d+)\.\.\s*\d+:\s+(\d+):", output, re.MULTILINE):
         logical, _, physical, length = (int(x) for x in m.groups())

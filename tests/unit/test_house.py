@@ -75,7 +75,7 @@ def test_each_package_says_what_it_holds_and_what_it_may_import():
 
 
 def _tracked(*patterns: str) -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
     return [ROOT / line for line in listed.stdout.split()]
 
 

@@ -367,7 +367,7 @@ def test_per_cpu_files_decode_event_for_event_like_blkparse(tmp_path):
     per_cpu = random_trace()
     prefix = write_per_cpu(tmp_path, per_cpu)
     text = tmp_path / "trace.txt"
-    subprocess.run(["blkparse", "-i", str(prefix), "-o", str(text)], check=True, capture_output=True)
+    subprocess.run(["blkparse", "-i", str(prefix), "-o", str(text)], check=True, capture_output=True, timeout=120)
     ours, theirs = parse_blktrace_binary(prefix), parse_blkparse_text(text)
     assert len(theirs.requests) > 1000
     assert_same_requests(shifted(ours, genesis_s(per_cpu)), theirs.requests)
@@ -382,7 +382,8 @@ def test_a_big_endian_merged_dump_decodes_event_for_event_like_blkparse_from_std
     merged = sorted((e for events in per_cpu.values() for e in events), key=lambda e: e[1])
     dump = write_blktrace(tmp_path / "merged.bin", merged, byteorder=">")
     with open(dump, "rb") as stdin:
-        text = subprocess.run(["blkparse", "-i", "-"], stdin=stdin, check=True, capture_output=True, text=True).stdout
+        text = subprocess.run(["blkparse", "-i", "-"], stdin=stdin, check=True, capture_output=True, text=True,
+                              timeout=120).stdout
     (tmp_path / "merged.txt").write_text(text)
     ours, theirs = parse_blktrace_binary(dump), parse_blkparse_text(tmp_path / "merged.txt")
     assert_same_requests(shifted(ours, genesis_s(per_cpu)), theirs.requests)
@@ -393,7 +394,8 @@ def test_a_blkparse_dump_decodes_like_its_per_cpu_files(tmp_path):
     per_cpu = random_trace(seed=3)
     prefix = write_per_cpu(tmp_path, per_cpu)
     dump = tmp_path / "dump.bin"
-    subprocess.run(["blkparse", "-i", str(prefix), "-d", str(dump), "-o", "/dev/null"], check=True, capture_output=True)
+    subprocess.run(["blkparse", "-i", str(prefix), "-d", str(dump), "-o", "/dev/null"], check=True, capture_output=True,
+                   timeout=120)
     # blkparse writes the events of its dump relative to the trace's first event
     ours, from_dump = parse_blktrace_binary(prefix), parse_blktrace_binary(dump)
     assert_same_requests(shifted(ours, genesis_s(per_cpu)), from_dump.requests)
@@ -454,7 +456,7 @@ def test_blkparse_text_a_garbled_event_line_names_the_file_and_line(tmp_path):
 def test_blkparse_text_read_in_batches_of_any_size_gives_the_same_requests(tmp_path, monkeypatch):
     prefix = write_per_cpu(tmp_path, random_trace())
     text = tmp_path / "trace.txt"
-    subprocess.run(["blkparse", "-i", str(prefix), "-o", str(text)], check=True, capture_output=True)
+    subprocess.run(["blkparse", "-i", str(prefix), "-o", str(text)], check=True, capture_output=True, timeout=120)
     whole = parse_blkparse_text(text)
     monkeypatch.setattr("tierlab.traces.blkparse_text._TEXT_BATCH", 97)
     batched = parse_blkparse_text(text)

@@ -20,7 +20,7 @@ OPTANE_RANDOM_PAGE_US = 8.4 + 8192 / 2500
 
 @pytest.fixture(scope="module", autouse=True)
 def emulator():
-    subprocess.run(["make", "-s", "-C", str(cost_model.EMULATOR.parent)], check=True)
+    subprocess.run(["make", "-s", "-C", str(cost_model.EMULATOR.parent)], check=True, timeout=300)
 
 
 def test_a_page_costs_its_time_over_the_capacity_tier_s_sequential_page():

@@ -40,7 +40,7 @@ def test_a_recorded_query_loop_whose_pid_runs_another_program_now_is_left_alone(
         assert record.entries() == []
     finally:
         other.send_signal(signal.SIGKILL)
-        other.wait()
+        other.wait(timeout=60)
 
 
 def test_a_root_whose_query_loop_runs_is_refused_with_its_run_named(tmp_path, monkeypatch):
@@ -59,13 +59,13 @@ def test_a_root_whose_query_loop_runs_is_refused_with_its_run_named(tmp_path, mo
             "end (it logs to its raw/run.log), or stop it with playbooks/teardown.yml")
     finally:
         loop.kill()
-        loop.wait()
+        loop.wait(timeout=60)
 
 
 def test_the_record_of_a_query_loop_that_is_gone_is_let_go(tmp_path, monkeypatch):
     use_record(tmp_path, monkeypatch)
     gone = subprocess.Popen(["true"])
-    gone.wait()
+    gone.wait(timeout=60)
     entry = {"kind": "query_loop", "pid": gone.pid, "marker": str(tmp_path / "run_spec.json"), "run_id": "r1"}
     record.add(**entry)
     assert runner.require_root_free() == {"changed": True, "let_go": [entry]}

@@ -62,4 +62,4 @@ def test_a_process_that_is_not_ours_is_let_be(tmp_path):
         assert child.poll() is None
     finally:
         child.kill()
-        child.wait()
+        child.wait(timeout=60)

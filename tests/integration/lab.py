@@ -1,0 +1,153 @@
+"""What the integration tests run with: the playbooks and tierlab's commands under a tierlab root of the tests' own,
+each call bounded in time (a hang fails the test, naming what hung), and the playbooks' time by role added up over
+the suite."""
+
+import json
+import os
+import queue
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_ROOT = "/var/lib/tierlab-test"
+SCALE_FACTOR = 0.01
+QUERIES = "1,3"
+# the layouts study's (conftest.py)
+LAYOUTS = ("None", "C+O", "ALL")
+TPCH_DATABASE = f"tpch_sf{str(SCALE_FACTOR).replace('.', '_')}"
+TIERLAB = str(ROOT / ".venv" / "bin" / "tierlab")
+ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+# a playbook that brings tiers up on a fresh root, or installs an engine, takes minutes; none takes this long
+PLAYBOOK_TIMEOUT_S = 900
+# seconds per role over every playbook the suite ran, and how many playbooks it ran
+ROLE_SECONDS: dict[str, float] = {}
+PLAYBOOK_CALLS: list[str] = []
+_ROLE_LINE = re.compile(r"^(\S+) -+ ([\d.]+)s$", re.M)
+
+
+def command(cmd: list[str], what: str, timeout_s: float, **kwargs) -> subprocess.CompletedProcess:
+    """cmd run to its end, its output captured; a command that outlasts timeout_s is killed and fails the test."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"{what} hung: no end after {timeout_s:.0f} s ({' '.join(map(str, cmd))}):\n"
+                             f"{(exc.stdout or b'')[-3000:]}") from None
+
+
+class Lines:
+    """A child's output, a line at a time as it writes them, each waited for at most a while."""
+
+    def __init__(self, child: subprocess.Popen):
+        self.child = child
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.reader = threading.Thread(target=lambda: [self.lines.put(line) for line in child.stdout], daemon=True)
+        self.reader.start()
+
+    def next(self, timeout_s: float) -> str:
+        try:
+            return self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            raise AssertionError(f"{self.child.args[0]} wrote no line within {timeout_s:.0f} s") from None
+
+    def rest(self, timeout_s: float) -> str:
+        """Everything it writes until it ends, which it must within timeout_s."""
+        self.child.wait(timeout=timeout_s)
+        self.reader.join(timeout=60)
+        return "".join(self.lines.queue)
+
+
+def cli(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    """The tierlab command, as users run it from the checkout."""
+    return command([TIERLAB, *args], f"tierlab {args[0]}", timeout_s, cwd=ROOT)
+
+
+def _count_roles(output: str) -> None:
+    recap = output.rpartition("ROLES RECAP")[2]
+    for role, seconds in _ROLE_LINE.findall(recap):
+        if role != "total":
+            ROLE_SECONDS[role] = ROLE_SECONDS.get(role, 0.0) + float(seconds)
+
+
+class Lab:
+    """The playbooks run under a tierlab root of the tests' own, with ports of its own (another root, with its
+    own ports and settings, can be had beside it)."""
+
+    def __init__(self, results_dir: Path, root: str = TEST_ROOT, **settings):
+        self.results_dir = results_dir
+        self.root = root
+        self.settings = {"mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516, **settings}
+
+    def playbook(self, name: str, *args: str, check: bool = True, timeout_s: float = PLAYBOOK_TIMEOUT_S,
+                 **extra) -> subprocess.CompletedProcess:
+        variables = {"tierlab_root": self.root, "results_dir": str(self.results_dir), **self.settings,
+                     "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
+        cmd = [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
+        done = command(cmd, f"playbooks/{name}", timeout_s, cwd=ROOT, env={**os.environ, **ANSIBLE_ENV})
+        PLAYBOOK_CALLS.append(name)
+        _count_roles(done.stdout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
+        return done
+
+    def run_ids(self) -> set[str]:
+        return {p.name for p in self.results_dir.iterdir()} if self.results_dir.exists() else set()
+
+    def run(self, layout: str, playbook: str = "tpch.yml", **extra) -> Path:
+        before = self.run_ids()
+        self.playbook(playbook, layout=layout, **extra)
+        (new,) = self.run_ids() - before
+        return self.results_dir / new
+
+    def study_command(self, *args: str) -> list[str]:
+        """`tierlab study` with args, on this root and its ports."""
+        return [TIERLAB, "study", *args, "--extra-vars", json.dumps({"tierlab_root": self.root, **self.settings})]
+
+    def study(self, spec: Path, timeout_s: float = PLAYBOOK_TIMEOUT_S) -> Path:
+        """A study file run by `tierlab study` on this root: its study directory."""
+        before = self.run_ids()
+        done = command(self.study_command(str(spec), "--results-dir", str(self.results_dir)), f"tierlab study {spec}",
+                       timeout_s, cwd=ROOT)
+        if done.returncode != 0:
+            raise AssertionError(f"tierlab study {spec} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
+        (new,) = self.run_ids() - before
+        return self.results_dir / new
+
+    def execute(self, instance: str, sql: str, limit_s: int, output: Path, database: str = TPCH_DATABASE) -> dict:
+        """One statement through the query loop's execute, on an instance of this root, by the agent installed on
+        the root (its own process, as the query loop runs it)."""
+        program = ("import json, sys; from tierlab_host.engines import engine; from tierlab_host.runner import execute; "
+                   "spec, database, sql, limit_s, output = json.load(sys.stdin); "
+                   "print(json.dumps(execute(engine(spec), database, sql, limit_s, output)))")
+        spec = json.loads(Path(self.root, "instances", instance, "engine.json").read_text())
+        done = command(["/usr/bin/python3", "-c", program], f"the agent's execute on {instance}", limit_s + 120,
+                       cwd=Path(self.root, "agent"), input=json.dumps([spec, database, sql, limit_s, str(output)]))
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+
+def placement_now(run_dir: Path) -> dict:
+    """Where each table's file is right now: path, st_dev, and the st_dev of the tier it should be on."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    tier_paths = {t["role"]: t["path"] for t in manifest["tiers"]}
+    return {
+        table: {"tier": info["tier"], "path": info["path"], "file_dev": os.stat(info["path"]).st_dev,
+                "tier_dev": os.stat(tier_paths[info["tier"]]).st_dev}
+        for table, info in manifest["layout"]["tables"].items()
+    }
+
+
+def assert_torn_down(root: str) -> None:
+    """Nothing tierlab made under root is left: its record is empty, and no loop device, mount, server or memory
+    group of it remains."""
+    record = Path(root) / "state" / "created.json"
+    assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
+    assert root not in command(["losetup", "-a"], "losetup", 60).stdout
+    assert root not in Path("/proc/mounts").read_text()
+    for program in ("tierlab-emu", "mariadbd", "postgres"):
+        assert command(["pgrep", "-f", f"{program} .*{root}/"], "pgrep", 60).returncode == 1, \
+            f"teardown left {program} running"
+    memory = Path("/sys/fs/cgroup/memory")
+    assert memory.is_dir(), "no cgroup v1 memory controller to look for the root's memory groups in"
+    assert not list(memory.glob(f"{Path(root).name}-*")), "teardown left a memory group"
