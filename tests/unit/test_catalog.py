@@ -32,9 +32,22 @@ def test_every_variable_left_unset_makes_settings_for_every_engine_and_workload(
     assert settings["page_size"] == ENGINES[engine].default_page_size
 
 
+def test_left_unset_a_run_is_a_cold_traced_tpch_at_scale_0_1_on_mariadb_all_on_the_capacity_tier():
+    settings = validate({})
+    assert {name: settings[name] for name in ("engine", "workload", "scale_factor", "layout", "page_size",
+                                               "buffer_pool", "cold", "trace", "trace_backend", "tries",
+                                               "query_timeout_s", "compression", "fast_cache", "corun")} == {
+        "engine": "mariadb", "workload": "tpch", "scale_factor": 0.1, "layout": "None", "page_size": "16k",
+        "buffer_pool": {"percent": 5.0}, "cold": True, "trace": True, "trace_backend": "auto", "tries": 1,
+        "query_timeout_s": 1800, "compression": "none", "fast_cache": "none", "corun": "none"}
+    assert settings["queries"] == [f"q{n:02d}" for n in range(1, 23)]
+    assert set(settings["placement"].values()) == {"capacity"}
+
+
 def test_each_variable_s_default_is_a_value_it_allows():
     for variable in VARIABLES:
         for engine in ENGINES.values():
+            # layouts, query lists and co-runners are read against a workload: validate() checks those above
             if variable.kind.__class__.__name__ not in ("Layout", "Queries", "Corun"):
                 variable.kind.parse(variable.name, variable.default_for(engine))
 

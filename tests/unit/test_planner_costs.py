@@ -62,3 +62,16 @@ def test_the_command_refuses_a_profile_list_without_both_tiers():
         main(["planner-costs", "--profiles", "fast=optane"])
     assert str(exit_.value).startswith("tierlab planner-costs: --profiles 'fast=optane': give "
                                        "fast=PROFILE,capacity=PROFILE")
+
+
+def test_the_command_prints_each_tier_s_costs_and_the_playbook_command_that_sets_them(capsys):
+    main(["planner-costs"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in lines[2:5]] == [
+        ["tier", "seq", "page", "us", "random", "page", "us", "seq_page_cost", "random_page_cost",
+         "effective_io_concurrency", "profile"],
+        ["fast", "3.80", "11.68", "1.16", "3.57", "4", str(PROFILES["fast"])],
+        ["capacity", "3.27", "91.33", "1", "27.95", "32", str(PROFILES["capacity"])]]
+    assert lines[-1] == ("ansible-playbook playbooks/ssb.yml -e engine=postgresql -e fast_seq_page_cost=1.16 "
+                         "-e fast_random_page_cost=3.57 -e fast_effective_io_concurrency=4 -e capacity_seq_page_cost=1 "
+                         "-e capacity_random_page_cost=27.95 -e capacity_effective_io_concurrency=32")

@@ -1,14 +1,12 @@
-import importlib
-
 import pytest
 
 from tierlab_host.system import HostError, ensure_cgroup
 
 
 def test_record_keeps_entries_in_creation_order_and_removes_exactly_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("TIERLAB_STATE_DIR", str(tmp_path))
     from tierlab_host import record
-    record = importlib.reload(record)
+    monkeypatch.setattr(record, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
     record.add("loop", device="/dev/loop7", image="/x/a.img")
     record.add("mount", path="/x/a")
     record.add("mount", path="/x/a")

@@ -43,7 +43,8 @@ def test_cardinalities_follow_the_scale_factor():
 
 
 def test_each_table_has_its_rows_at_a_small_scale_factor(tables):
-    counts = ssb_dbgen.row_counts(SCALE_FACTOR)
+    counts = {"date": 2557, "supplier": 20, "customer": 300, "part": 2000, "orders": 15000}
+    assert ssb_dbgen.row_counts(SCALE_FACTOR) == counts
     for table in ("date", "supplier", "customer", "part"):
         assert len(next(iter(tables[table].values()))) == counts[table]
     orders = tables["lineorder"]["lo_orderkey"]
@@ -79,8 +80,8 @@ def test_prices_follow_the_part_quantity_and_discount(tables):
     assert np.array_equal(lo["lo_extendedprice"], lo["lo_quantity"] * price)
     assert np.array_equal(lo["lo_revenue"], lo["lo_extendedprice"] * (100 - lo["lo_discount"]) // 100)
     assert np.array_equal(lo["lo_supplycost"], price * 6 // 10)
-    # TPC-H's retail price of part 1 is 901.00
-    assert ssb_dbgen.part_price_cents(np.array([1, 1000]))[0] == 90100
+    # TPC-H's retail price in cents: 90000 + (key / 10) mod 20001 + 100 (key mod 1000)
+    assert ssb_dbgen.part_price_cents(np.array([1, 2, 1000, 200000])).tolist() == [90100, 90200, 90100, 110000]
 
 
 def test_every_foreign_key_is_in_its_dimension(tables):
