@@ -340,7 +340,7 @@ def _device_commands(sub) -> None:
                                            "against the device models' targets, and the tiers' fidelity")
     p.add_argument("--root", default="/var/lib/tierlab", help="the tierlab root the tiers were brought up under")
     p.add_argument("--runtime-s", type=float, default=2.0,
-                   help="seconds per fio job (13 per tier: 8 on the device, 5 through the file system)")
+                   help="seconds per fio job (10 per tier: 5 on the device, 5 through the file system)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_tiers_check)
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lab import LAYOUTS, PLAYBOOK_CALLS, ROLE_SECONDS, ROOT, SCALE_FACTOR, TEST_ROOT, Lab, Lines, assert_torn_down
+from lab import LAYOUTS, PLAYBOOK_CALLS, ROLE_SECONDS, ROOT, SCALE_FACTOR, TEST_ROOT, Lab, Lines, assert_torn_down, placement_now
 
 HERE = Path(__file__).resolve().parent
 # TPC-H Q1 and Q3 under three layouts, each twice: Q3 reads orders through orders_custkey and lineitem through its
@@ -50,6 +50,9 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     lab = Lab(tmp_path_factory.mktemp("results"))
+    # the tiers first, so every test sees the self-check they were brought up with, whatever ran before it
+    lab.playbook("tiers.yml")
+    lab.tiers_check = json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
     yield lab
     lab.playbook("teardown.yml", purge=True)
     assert_torn_down(TEST_ROOT)
@@ -79,8 +82,12 @@ def layouts(lab, tmp_path_factory):
     assert resumed.returncode == 0, resumed.stdout[-6000:] + resumed.stderr[-3000:]
     record = json.loads((study_dir / "study.json").read_text())
     runs = {(p["variables"]["layout"], p["repetition"]): study_dir / p["run_id"] for p in record["points"]}
+    # where the last run left the tables, before later tests move them
+    last = record["points"][-1]
+    placement_after = placement_now(runs[last["variables"]["layout"], last["repetition"]])
     return {"dir": study_dir, "first_lines": first, "interrupted": interrupted, "interrupted_code": child.returncode,
-            "after_interrupt": after_interrupt, "resumed": resumed.stdout, "record": record, "runs": runs}
+            "after_interrupt": after_interrupt, "resumed": resumed.stdout, "record": record, "runs": runs,
+            "placement_after": placement_after}
 
 
 @pytest.fixture(scope="session")

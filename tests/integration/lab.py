@@ -6,9 +6,12 @@ import json
 import os
 import queue
 import re
+import shutil
 import subprocess
 import threading
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_ROOT = "/var/lib/tierlab-test"
@@ -127,6 +130,11 @@ class Lab:
         return json.loads(done.stdout)
 
 
+def read_csv(path: Path) -> pd.DataFrame:
+    """A CSV tierlab wrote, with only empty fields missing: "None" is a layout, not a missing value."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
 def placement_now(run_dir: Path) -> dict:
     """Where each table's file is right now: path, st_dev, and the st_dev of the tier it should be on."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -140,7 +148,7 @@ def placement_now(run_dir: Path) -> dict:
 
 def assert_torn_down(root: str) -> None:
     """Nothing tierlab made under root is left: its record is empty, and no loop device, mount, server or memory
-    group of it remains."""
+    group of it remains. Then the root itself (the agent and its empty record) is removed."""
     record = Path(root) / "state" / "created.json"
     assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
     assert root not in command(["losetup", "-a"], "losetup", 60).stdout
@@ -151,3 +159,4 @@ def assert_torn_down(root: str) -> None:
     memory = Path("/sys/fs/cgroup/memory")
     assert memory.is_dir(), "no cgroup v1 memory controller to look for the root's memory groups in"
     assert not list(memory.glob(f"{Path(root).name}-*")), "teardown left a memory group"
+    shutil.rmtree(root)

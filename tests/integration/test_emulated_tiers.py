@@ -7,9 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from lab import ROOT, command
+from lab import ROOT, command, read_csv
 
 from tierlab.devices.profiles import load
 from tierlab_host.device_suite import SCRATCH_NAME
@@ -26,8 +25,7 @@ def contrast(check: dict, name: str, medium: str) -> dict:
 def check(lab):
     """The self-check the tiers role ran on bringing the tiers up, which every run's manifest carries (and
     `tierlab tiers check` runs again)."""
-    lab.playbook("tiers.yml")
-    return json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
+    return lab.tiers_check
 
 
 @pytest.mark.parametrize("medium", MEDIA)
@@ -125,7 +123,7 @@ def test_the_fitted_profiles_run_in_the_emulator_and_the_curves_are_kept(devices
         done = command([str(ROOT / "emulator" / "tierlab-emu"), "--profile", str(run_dir / "profiles" / f"{tier}.toml"),
                         "--simulate"], "tierlab-emu --simulate", 60, input="0 r 0 4096\n")
         assert done.returncode == 0, done.stderr
-    jobs = pd.read_csv(run_dir / "tables" / "device_jobs.csv")
+    jobs = read_csv(run_dir / "tables" / "device_jobs.csv")
     grid = jobs[(jobs["kind"] == "bandwidth") & (jobs["tier"] == "nand")]
     assert sorted(set(grid["iodepth"])) == [1, 4, 16, 64, 256]
     assert sorted(set(grid["block_bytes"])) == [4096, 16384, 65536, 262144]

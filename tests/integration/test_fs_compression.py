@@ -5,9 +5,8 @@ import json
 import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from lab import Lab, assert_torn_down
+from lab import Lab, assert_torn_down, read_csv
 
 import tierlab
 
@@ -67,6 +66,6 @@ def test_q6_s_reads_of_lineitem_are_attributed_to_it_on_the_capacity_tier(btrfs_
 
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql"])
 def test_the_device_reads_fewer_bytes_than_the_engine_reads_pages(btrfs_runs, engine):
-    q06 = pd.read_csv(btrfs_runs[engine] / "tables" / "query_metrics.csv").set_index("query").loc["q06"]
+    q06 = read_csv(btrfs_runs[engine] / "tables" / "query_metrics.csv").set_index("query").loc["q06"]
     page_bytes = manifest(btrfs_runs[engine])["settings"]["page_size_bytes"]
     assert 0 < q06["read_bytes"] < q06["engine_pages_read"] * page_bytes * 3 / 4

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from lab import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,8 +28,8 @@ def test_the_installed_command_reads_a_trace_a_run_recorded_as_the_run_s_analysi
                            "--json"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
-    metrics = pd.read_csv(run_dir / "tables" / "query_metrics.csv").set_index("query").loc["q03"]
-    counts = pd.read_csv(run_dir / "tables" / "trace_counts.csv").set_index("query").loc["q03"]
+    metrics = read_csv(run_dir / "tables" / "query_metrics.csv").set_index("query").loc["q03"]
+    counts = read_csv(run_dir / "tables" / "trace_counts.csv").set_index("query").loc["q03"]
     # the window's requests, and those the trace caught outside its marks
     assert stats["requests"] == metrics["requests"] + counts["outside_window"]
     assert stats["read_requests"] >= metrics["read_requests"]

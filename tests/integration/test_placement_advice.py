@@ -4,9 +4,8 @@ beside what the layouts study measured."""
 import json
 import statistics
 
-import pandas as pd
 import pytest
-from lab import cli
+from lab import cli, read_csv
 
 pytestmark = pytest.mark.mariadb
 
@@ -21,7 +20,7 @@ def advice(layout_runs, tmp_path_factory):
 
 def test_the_evidence_is_the_traced_run_s_queries_with_their_measured_times(advice, layout_runs):
     result, _ = advice
-    queries = pd.read_csv(layout_runs["C+O"] / "tables" / "queries.csv")
+    queries = read_csv(layout_runs["C+O"] / "tables" / "queries.csv")
     assert result["traced_layout"] == "C+O"
     assert [(e["run_id"], e["query"], e["weight"]) for e in result["evidence"]] == [
         (layout_runs["C+O"].name, "q01", 1.0), (layout_runs["C+O"].name, "q03", 1.0)]
@@ -31,16 +30,16 @@ def test_the_evidence_is_the_traced_run_s_queries_with_their_measured_times(advi
 def test_the_layouts_not_traced_are_predicted_near_what_they_measured(advice, layouts):
     """From C+O's trace alone: None and ALL against the median of their two runs in the layouts study."""
     _, out = advice
-    predicted = pd.read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
+    predicted = read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
     for layout in ("None", "ALL"):
-        measured = statistics.median(pd.read_csv(layouts["runs"][(layout, repetition)] / "tables" / "queries.csv")
+        measured = statistics.median(read_csv(layouts["runs"][(layout, repetition)] / "tables" / "queries.csv")
                                      ["elapsed_s"].sum() for repetition in (1, 2))
         assert predicted[layout] == pytest.approx(measured, rel=0.25), layout
 
 
 def test_every_layout_is_predicted_and_lineitem_on_the_fast_tier_helps_q3_most(advice):
     _, out = advice
-    layouts = pd.read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
+    layouts = read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
     assert len(layouts) == 256
     # Q3 reads lineitem at random through its primary key: the model costs it ~9x less on optane than on nand
     assert layouts["ALL"] <= layouts["L"] < layouts["C+O"] < layouts["None"]
@@ -48,12 +47,12 @@ def test_every_layout_is_predicted_and_lineitem_on_the_fast_tier_helps_q3_most(a
 
 def test_the_answer_is_the_fastest_layout_that_fits_the_capacity(advice):
     result, out = advice
-    layouts = pd.read_csv(out / "layouts.csv")
+    layouts = read_csv(out / "layouts.csv")
     fitting = layouts[layouts["fast_bytes"] <= 12 << 20]
     best = fitting.loc[fitting["predicted_s"].idxmin()]
     assert (result["layout"], result["predicted_s"], result["fast_bytes"]) == (
         best["layout"], pytest.approx(best["predicted_s"], rel=1e-5), best["fast_bytes"])
-    curve = pd.read_csv(out / "capacity_curve.csv")
+    curve = read_csv(out / "capacity_curve.csv")
     assert (curve["layout"].iloc[0], curve["capacity_bytes"].iloc[0]) == ("None", 0)
     assert curve["predicted_s"].iloc[0] == pytest.approx(layouts.set_index("layout").loc["None", "predicted_s"], rel=1e-5)
     assert list(curve["predicted_s"]) == sorted(curve["predicted_s"], reverse=True)
@@ -63,7 +62,7 @@ def test_the_cache_is_simulated_at_every_capacity_of_the_curve_and_the_one_asked
     result, out = advice
     capacities = {p["capacity_bytes"] for p in result["capacity_curve"] if p["capacity_bytes"] > 0} | {12 << 20}
     assert {row["capacity_bytes"] for row in result["cache_curve"]} == capacities
-    layouts = pd.read_csv(out / "layouts.csv")
+    layouts = read_csv(out / "layouts.csv")
     for row in result["cache_curve"]:
         # beside each cache, the best placement in as much fast tier
         fitting = layouts[layouts["fast_bytes"] <= row["capacity_bytes"]]

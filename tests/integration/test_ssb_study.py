@@ -2,9 +2,9 @@
 
 import json
 
-import pandas as pd
 import pytest
 from answers import read_answer, same_answer
+from lab import read_csv
 
 import tierlab
 from tierlab.runs.results import read_plan_accesses
@@ -46,7 +46,7 @@ def test_an_ssb_run_is_named_for_its_workload_and_runs_each_query_by_its_id(ssb_
     assert manifest["status"] == "ok"
     assert manifest["workload"]["name"] == "ssb"
     assert set(manifest["layout"]["tables"]) == {"lineorder", "customer", "supplier", "part", "date"}
-    queries = pd.read_csv(run_dir / "tables" / "queries.csv")
+    queries = read_csv(run_dir / "tables" / "queries.csv")
     assert list(queries["query"]) == QUERIES
     assert set(queries["status"]) == {"ok"}
 
@@ -147,7 +147,7 @@ def corun_marks(run_dir, label: str) -> tuple[tuple[float, float], list[tuple[fl
 
 def test_a_co_runner_runs_within_each_query_s_window_and_is_counted_in_its_row(ssb_runs):
     run_dir = ssb_runs["mariadb-corun"]
-    queries = pd.read_csv(run_dir / "tables" / "queries.csv", keep_default_na=False)
+    queries = read_csv(run_dir / "tables" / "queries.csv")
     assert list(queries["query"]) == ["q2.1", "q3.4"]
     assert list(queries["status"]) == ["ok", "ok"]
     assert list(queries["corun"]) == ["q1.1", "q1.1"]
@@ -191,7 +191,7 @@ def merged_answer(parts: list[list[list]], sql: str) -> list[list]:
 
 def test_the_subqueries_of_each_ssb_query_answer_it_together(ssb_runs):
     run_dir = ssb_runs["postgresql-split"]
-    queries = pd.read_csv(run_dir / "tables" / "queries.csv")
+    queries = read_csv(run_dir / "tables" / "queries.csv")
     assert list(queries["subqueries"]) == [4] * len(QUERIES)
     assert (queries["subquery_min_s"] <= queries["subquery_max_s"]).all()
     assert (queries["subquery_max_s"] <= queries["elapsed_s"]).all()

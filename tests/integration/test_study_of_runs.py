@@ -5,10 +5,9 @@ import json
 import os
 import statistics
 
-import pandas as pd
 import pytest
 import yaml
-from lab import LAYOUTS, ROOT, SCALE_FACTOR, assert_torn_down, cli, command
+from lab import LAYOUTS, ROOT, SCALE_FACTOR, assert_torn_down, cli, command, read_csv
 
 pytestmark = pytest.mark.mariadb
 
@@ -27,9 +26,9 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert points[0]["run_id"] == layouts["after_interrupt"]["points"][0]["run_id"]
     ran = [json.loads((study_dir / p["run_id"] / "config" / "run.json").read_text())["settings"]["layout"] for p in points]
     assert ran == ["None", "None", "C+O", "C+O", "ALL", "ALL"]
-    compared = pd.read_csv(study_dir / "compare" / "compare.csv")
+    compared = read_csv(study_dir / "compare" / "compare.csv")
     assert sorted(compared["run"].unique()) == sorted(p["run_id"] for p in points)
-    best = pd.read_csv(study_dir / "fastest.csv", keep_default_na=False)
+    best = read_csv(study_dir / "fastest.csv")
     assert best[["query", "default layout"]].values.tolist() == [["q01", "None"], ["q03", "None"]]
 
 
@@ -37,7 +36,7 @@ def q03_seconds(layouts) -> dict[str, list[float]]:
     """Each layout's measured Q3 seconds, from its runs' tables."""
     seconds: dict[str, list[float]] = {}
     for (layout, _), run_dir in sorted(layouts["runs"].items()):
-        queries = pd.read_csv(run_dir / "tables" / "queries.csv").set_index("query")
+        queries = read_csv(run_dir / "tables" / "queries.csv").set_index("query")
         seconds.setdefault(layout, []).append(float(queries.loc["q03", "elapsed_s"]))
     return seconds
 
@@ -53,7 +52,7 @@ def test_validate_ranks_q3_s_layouts_as_they_ran_from_each_of_its_runs(layouts):
     study_dir = layouts["dir"]
     done = cli("validate", str(study_dir))
     assert done.returncode == 0, done.stderr
-    table = pd.read_csv(study_dir / "validation.csv", keep_default_na=False)
+    table = read_csv(study_dir / "validation.csv")
     q03 = table[table["query"] == "q03"]
     assert sorted(q03["traced_layout"]) == sorted(layout for layout in LAYOUTS for _ in range(2))
     # from any of the six runs, the model ranks the three layouts as they measured: ALL, C+O, None
@@ -63,7 +62,7 @@ def test_validate_ranks_q3_s_layouts_as_they_ran_from_each_of_its_runs(layouts):
     assert (q03["regret_pct"] == 0).all()
     # the measurement ranks them alike in both repetitions
     assert (q03["repeat_spearman"] == 1.0).all()
-    layouts_table = pd.read_csv(study_dir / "validation_layouts.csv").set_index(["query", "layout"])
+    layouts_table = read_csv(study_dir / "validation_layouts.csv").set_index(["query", "layout"])
     seconds = q03_seconds(layouts)
     for layout in LAYOUTS:
         row = layouts_table.loc[("q03", layout)]
@@ -102,9 +101,9 @@ def test_advise_names_the_best_buffer_pool_and_its_knee_with_the_runs_it_rests_o
     assert done.returncode == 0, done.stderr
     record = json.loads((study_dir / "study.json").read_text())
     runs = {p["variables"]["buffer_pool"]: p["run_id"] for p in record["points"]}
-    seconds = {size: float(pd.read_csv(study_dir / run / "tables" / "queries.csv")["elapsed_s"].iloc[0])
+    seconds = {size: float(read_csv(study_dir / run / "tables" / "queries.csv")["elapsed_s"].iloc[0])
                for size, run in runs.items()}
-    advice = pd.read_csv(study_dir / "advice" / "advice.csv", keep_default_na=False)
+    advice = read_csv(study_dir / "advice" / "advice.csv")
     assert advice[["setting", "context", "step", "value", "runs"]].values.tolist() == [
         ["buffer_pool", "all runs", "all queries", "8M", runs["8M"]],
         ["buffer_pool", "all runs", "all queries", "64M", runs["64M"]]]
@@ -148,7 +147,7 @@ def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their
             assert json.loads((run_dir / "config" / "run.json").read_text())["host"]["name"] == point["host"]
             tiers = json.loads((run_dir / "manifest.json").read_text())["tiers"]
             assert {t["path"] for t in tiers} == {f"/var/lib/tierlab-{point['host']}/tiers/{name}" for name in ("optane", "nand")}
-        compared = pd.read_csv(study_dir / "compare" / "compare.csv")
+        compared = read_csv(study_dir / "compare" / "compare.csv")
         assert sorted(compared["run"].unique()) == sorted(p["run_id"] for p in record["points"])
     finally:
         teardown = command([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(inventory), "playbooks/teardown.yml",

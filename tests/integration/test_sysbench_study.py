@@ -3,8 +3,8 @@ is warmed up and then traced for its window, and its reports become the run's th
 
 import json
 
-import pandas as pd
 import pytest
+from lab import read_csv
 
 import tierlab
 
@@ -36,7 +36,7 @@ def test_a_sysbench_run_is_named_for_its_tables_and_rows_and_has_a_row_per_test(
     assert (workload["name"], workload["tables"], workload["table_size"], workload["threads"]) == ("sysbench", 2, 20000, 2)
     assert {table: where["tier"] for table, where in manifest["layout"]["tables"].items()} == {
         "sbtest1": "fast", "sbtest2": "fast"}
-    queries = pd.read_csv(run_dir / "tables" / "queries.csv")
+    queries = read_csv(run_dir / "tables" / "queries.csv")
     assert list(queries["query"]) == TESTS
     assert set(queries["status"]) == {"ok"}
 
@@ -44,8 +44,8 @@ def test_a_sysbench_run_is_named_for_its_tables_and_rows_and_has_a_row_per_test(
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql", "mysql"])
 def test_each_window_s_throughput_comes_from_the_driver_s_own_reports(sysbench_runs, engine):
     run_dir = sysbench_runs[engine]
-    totals = pd.read_csv(run_dir / "tables" / "throughput.csv")
-    intervals = pd.read_csv(run_dir / "tables" / "throughput_intervals.csv")
+    totals = read_csv(run_dir / "tables" / "throughput.csv")
+    intervals = read_csv(run_dir / "tables" / "throughput_intervals.csv")
     assert list(totals["query"]) == (TESTS if engine == "mariadb" else ["oltp_read_write"])
     for row in totals.itertuples():
         reports = [json.loads(line) for line in (run_dir / "raw" / "driver" / f"{row.query}_try1.jsonl").read_text()
@@ -58,7 +58,7 @@ def test_each_window_s_throughput_comes_from_the_driver_s_own_reports(sysbench_r
 
 
 def test_a_read_only_test_writes_nothing_and_a_write_only_test_reads_no_rows(sysbench_runs):
-    totals = pd.read_csv(sysbench_runs["mariadb"] / "tables" / "throughput.csv").set_index("query")
+    totals = read_csv(sysbench_runs["mariadb"] / "tables" / "throughput.csv").set_index("query")
     assert totals.loc["oltp_read_only", "writes_per_s"] == 0 < totals.loc["oltp_read_only", "reads_per_s"]
     assert totals.loc["oltp_write_only", "reads_per_s"] == 0 < totals.loc["oltp_write_only", "writes_per_s"]
 
@@ -75,7 +75,7 @@ def test_the_read_only_window_reads_the_sysbench_tables_on_the_fast_device(sysbe
 
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql", "mysql"])
 def test_a_read_write_window_writes_to_the_devices(sysbench_runs, engine):
-    metrics = pd.read_csv(sysbench_runs[engine] / "tables" / "tier_metrics.csv")
+    metrics = read_csv(sysbench_runs[engine] / "tables" / "tier_metrics.csv")
     assert metrics.loc[metrics["query"] == "oltp_read_write", "write_requests"].sum() > 0
 
 

@@ -11,9 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from lab import LAYOUTS, SCALE_FACTOR, cli, command, placement_now
+from lab import LAYOUTS, SCALE_FACTOR, cli, command, read_csv
 
 import tierlab as analysis
 
@@ -44,7 +43,7 @@ def test_the_last_layout_s_files_are_on_its_tiers_now(layouts):
     """The study ran ALL last: every table's file sits on the fast tier's device right now."""
     last = layouts["record"]["points"][-1]
     assert (last["variables"]["layout"], last["repetition"]) == ("ALL", 2)
-    for table, where in placement_now(layouts["dir"] / last["run_id"]).items():
+    for table, where in layouts["placement_after"].items():
         assert (where["tier"], where["file_dev"]) == ("fast", where["tier_dev"]), table
 
 
@@ -53,16 +52,18 @@ def test_q3_under_c_o_reads_customer_and_orders_on_the_fast_device_and_lineitem_
     reads = requests[(requests["query"] == "q03") & (requests["op"] == "R")]
     fast, capacity = reads[reads["tier"] == "optane"], reads[reads["tier"] == "nand"]
     # InnoDB's secondary indexes are objects of their own, in their table's file and on its tier
-    assert set(fast["object"]) <= {"customer", "customer_nationkey", "orders", "orders_custkey"}
+    # beside them the fast tier's file system reads its own blocks (inodes and extent trees of the files opened)
+    assert set(fast["object"]) <= {"customer", "customer_nationkey", "orders", "orders_custkey", "other"}
     assert {"customer", "orders", "orders_custkey"} <= set(fast["object"])
     assert "lineitem" in set(capacity["object"])
     assert not {"customer", "customer_nationkey", "orders", "orders_custkey"} & set(capacity["object"])
-    # what no table owns (the system tablespace, the redo log) is a sliver of a read-only query's reads
-    assert (capacity["object"] == "other").sum() <= 0.05 * len(reads)
+    # what no table owns (file system blocks, the system tablespace, the redo log) is a sliver of the reads: at
+    # this scale factor Q3 makes about 150 reads, and a cold open of each file reads its inode once
+    assert (reads["object"] == "other").mean() <= 0.1
 
 
 def test_q3_under_c_o_has_the_device_model_s_counts_beside_the_trace_s(layout_runs):
-    tiers = pd.read_csv(layout_runs["C+O"] / "tables" / "tier_metrics.csv").set_index(["query", "tier"])
+    tiers = read_csv(layout_runs["C+O"] / "tables" / "tier_metrics.csv").set_index(["query", "tier"])
     nand, optane = tiers.loc[("q03", "nand")], tiers.loc[("q03", "optane")]
     # the emulator counts from just before the trace starts to just after it stops
     for tier in (nand, optane):
@@ -93,8 +94,8 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout, l
     assert run["versions"]["tracer_backend"] == "ftrace"
     assert {t["name"]: (t["emulation"], t["profile"]["name"]) for t in run["tiers"]} == {
         "optane": ("model", "optane"), "nand": ("model", "nand")}
-    # the self-check the tiers role took when it brought them up, as the root keeps it
-    assert run["tiers_check"] == json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
+    # the self-check the tiers role took when it brought them up
+    assert run["tiers_check"] == lab.tiers_check
     dilation = {t["calibration"]["dilation"] for t in run["tiers"]}
     assert run["tiers_fidelity"]["dilation"] == run["tiers_check"]["dilation"] == dilation.pop()
     assert not dilation
@@ -145,14 +146,17 @@ def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touc
 
 
 def test_resume_with_other_variables_is_refused(lab, layout_runs):
-    said = refused_before_anything(lab, layout="None", resume=layout_runs["C+O"].name)
+    run_dir = layout_runs["C+O"]
+    said = refused_before_anything(lab, layout="None", resume=run_dir.name, results_dir=str(run_dir.parent))
     assert ("that run was started with other variables (layout was 'C+O', now 'None'); give the same -e values "
             "again") in said
 
 
-def test_a_resumed_run_runs_only_the_queries_without_a_row(lab, layouts):
-    # what an interrupted run leaves: the host's run directory with q01's row only, and a partial manifest
-    run_dir = layouts["runs"][("C+O", 2)]
+def test_a_resumed_run_runs_only_the_queries_without_a_row(lab, layouts, tmp_path):
+    # what an interrupted run leaves: the host's run directory with q01's row only, and a partial manifest; a copy
+    # of the study's second C+O run, so the study keeps its own
+    run_dir = tmp_path / layouts["runs"][("C+O", 2)].name
+    shutil.copytree(layouts["runs"][("C+O", 2)], run_dir)
     host_dir = Path(lab.root, "runs", run_dir.name)
     shutil.copytree(run_dir / "config", host_dir / "config")
     shutil.copytree(run_dir / "raw", host_dir / "raw")
@@ -161,7 +165,8 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(lab, layouts):
     for path in host_dir.glob("raw/*/q03_try1.*"):
         path.unlink()
     q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes()
-    done = lab.playbook("tpch.yml", layout="C+O", queries="1,3", trace_backend="ftrace", resume=run_dir.name)
+    done = lab.playbook("tpch.yml", layout="C+O", queries="1,3", trace_backend="ftrace", resume=run_dir.name,
+                        results_dir=str(tmp_path))
     assert re.search(r"q03_try1 \(1 of 1\): ok in \d+\.\d+ s; about 0 s left", done.stdout), done.stdout[-3000:]
     assert "q01_try1 (" not in done.stdout
     run = manifest(run_dir)
@@ -279,9 +284,9 @@ def cache_study(lab, layouts, tmp_path_factory):
 
 def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model_s(cache_study):
     _, runs = cache_study
-    tier = pd.read_csv(runs["4M"] / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
+    tier = read_csv(runs["4M"] / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
     assert tier["model_cache_read_hits"] > 0 and tier["model_cache_read_misses"] > 0, tier
-    query = pd.read_csv(runs["4M"] / "tables" / "query_metrics.csv").iloc[0]
+    query = read_csv(runs["4M"] / "tables" / "query_metrics.csv").iloc[0]
     # the same cache on the same requests (the emulator sees them after the loop device and FUSE)
     assert abs(query["cache_hit_pct_simulated"] - tier["model_cache_hit_pct"]) <= 5, (query, tier)
     assert (manifest(runs["4M"])["settings"]["fast_cache_bytes"], manifest(runs["4M"])["settings"]["fast_cache_policy"]) \
@@ -314,17 +319,17 @@ def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_
     page = (study_dir / "validation.html").read_text()
     assert "Caches: predicted against measured" in page and "Layouts" not in page
     assert page.count("<svg") == 1
-    (row,) = pd.read_csv(study_dir / "cache_validation.csv", keep_default_na=False).to_dict("records")
+    (row,) = read_csv(study_dir / "cache_validation.csv").to_dict("records")
     assert (row["query"], row["traced_layout"], row["run_id"], row["fast_cache"], row["policy"], row["runs"]) == (
         "q03", "None", runs["none"].name, "4M", "lru", 1)
-    measured = pd.read_csv(runs["4M"] / "tables" / "queries.csv").iloc[0]
-    tier = pd.read_csv(runs["4M"] / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
-    cached = pd.read_csv(runs["4M"] / "tables" / "query_metrics.csv").iloc[0]
+    measured = read_csv(runs["4M"] / "tables" / "queries.csv").iloc[0]
+    tier = read_csv(runs["4M"] / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
+    cached = read_csv(runs["4M"] / "tables" / "query_metrics.csv").iloc[0]
     # what the cache run measured, and what the cost model's cache made of its own trace, as that run's tables hold them
     assert (row["measured_s"], row["measured_hit_pct"], row["simulated_hit_pct"]) == pytest.approx(
         (measured["elapsed_s"], tier["model_cache_hit_pct"], cached["cache_hit_pct_simulated"]), rel=1e-5)
     # the cache predicted from the run without one: hits replayed on the fast tier, so faster than that run measured
-    base = pd.read_csv(runs["none"] / "tables" / "queries.csv").iloc[0]
+    base = read_csv(runs["none"] / "tables" / "queries.csv").iloc[0]
     assert row["predicted_s"] < base["elapsed_s"]
     assert row["error_pct"] == pytest.approx(100 * (row["predicted_s"] / measured["elapsed_s"] - 1), abs=1e-3)
     # the same cache on the run without one's trace serves what it served on the cache run's, within 5 points

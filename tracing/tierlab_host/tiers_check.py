@@ -23,7 +23,6 @@ from .system import device_name, device_of_path
 
 BLOCK_BYTES = (4096, 16384)
 PATTERNS = ("read", "randread")
-IODEPTHS = (1, 32)
 DEVICE_SPAN_BYTES = 1 << 30
 FILE_SPAN_BYTES = 128 << 20
 SCRATCH_NAME = ".tierlab-check"
@@ -40,12 +39,9 @@ ROUNDS = 8
 MIN_ROUND_S = 0.25
 
 
-def _jobs(medium: str) -> list[tuple[str, int, int]]:
-    """(rw, block bytes, queue depth) of each job; through the file system only those the contrasts need."""
-    if medium == "device":
-        return [(rw, block_bytes, iodepth) for block_bytes in BLOCK_BYTES for rw in PATTERNS for iodepth in IODEPTHS]
-    return [(rw, block_bytes, 1) for block_bytes in BLOCK_BYTES for rw in PATTERNS] + \
-        [("randread", DEEP_BLOCK_BYTES, DEEP_IODEPTH)]
+# (rw, block bytes, queue depth) of each job, on the device and through the file system: those the contrasts need
+JOBS = [(rw, block_bytes, 1) for block_bytes in BLOCK_BYTES for rw in PATTERNS] + \
+    [("randread", DEEP_BLOCK_BYTES, DEEP_IODEPTH)]
 
 
 def _late_and_requests(spec: dict) -> tuple[int, int]:
@@ -206,7 +202,7 @@ def check(specs: list[dict], runtime_s: float) -> dict:
             for medium, target, span_bytes in (("device", tier["block_device"], DEVICE_SPAN_BYTES),
                                                ("file", str(scratch[-1]), FILE_SPAN_BYTES)):
                 plan += [{"spec": spec, "tier": tier, "medium": medium, "target": target, "span_bytes": span_bytes,
-                          "job": job, "dilation": tier.get("dilation", 1.0)} for job in _jobs(medium)]
+                          "job": job, "dilation": tier.get("dilation", 1.0)} for job in JOBS]
         measured = _measure(plan, runtime_s)
     finally:
         for path in scratch:
