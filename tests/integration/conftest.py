@@ -8,7 +8,21 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lab import LAYOUTS, PLAYBOOK_CALLS, ROLE_SECONDS, ROOT, SCALE_FACTOR, TEST_ROOT, Lab, Lines, assert_torn_down, placement_now
+import yaml
+from lab import (
+    LAYOUTS,
+    PLAYBOOK_CALLS,
+    ROLE_SECONDS,
+    ROOT,
+    SCALE_FACTOR,
+    TEST_ROOT,
+    Lab,
+    Lines,
+    cli,
+    command,
+    placement_now,
+    remove_torn_down_root,
+)
 
 HERE = Path(__file__).resolve().parent
 # TPC-H Q1 and Q3 under three layouts, each twice: Q3 reads orders through orders_custkey and lineitem through its
@@ -55,7 +69,7 @@ def lab(tmp_path_factory):
     lab.tiers_check = json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
     yield lab
     lab.playbook("teardown.yml", purge=True)
-    assert_torn_down(TEST_ROOT)
+    remove_torn_down_root(TEST_ROOT)
 
 
 @pytest.fixture(scope="session")
@@ -94,3 +108,52 @@ def layouts(lab, tmp_path_factory):
 def layout_runs(layouts):
     """The first run of each layout."""
     return {layout: layouts["runs"][(layout, 1)] for layout in LAYOUTS}
+
+
+# Two hosts on this machine, each with a root, tiers and ports of its own, whose tiers are btrfs on plain loop
+# devices (no emulator to build and calibrate on each; the emulated tiers' fidelity is tested on the lab's root)
+# with a short self-check. One study spreads a point to each: Q6 on MariaDB and on PostgreSQL, C+O, every table
+# compressed by the file system.
+TWO_HOSTS = {"node-a": 37, "node-b": 39}
+TWO_HOSTS_VARIABLES = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "tiers_check_runtime_s": 0.5}
+TWO_HOSTS_STUDY = f"""
+name: spread
+workload: tpch
+variables:
+  scale_factor: {SCALE_FACTOR}
+  queries: "6"
+  layout: C+O
+  compression: zstd
+matrix:
+  engine: [mariadb, postgresql]
+"""
+
+
+@pytest.fixture(scope="session")
+def two_hosts(tmp_path_factory):
+    """The study spread over the two hosts: what `tierlab study` said, its directory and record, and its runs by
+    engine. Both hosts are torn down after, and their roots removed."""
+    here = tmp_path_factory.mktemp("two_hosts")
+    inventory = yaml.safe_load((ROOT / "playbooks" / "inventory" / "two-local.yml").read_text())
+    for host, number in TWO_HOSTS.items():
+        inventory["all"]["hosts"][host] = {
+            "tierlab_root": f"/var/lib/tierlab-{host}", "postgresql_port": number * 100 + 16,
+            "mysql_port_base": {"mariadb": number * 100, "mysql": number * 100 + 50}}
+    (here / "two-hosts.yml").write_text(yaml.safe_dump(inventory))
+    (here / "spread.yml").write_text(TWO_HOSTS_STUDY)
+    try:
+        done = cli("study", "-i", str(here / "two-hosts.yml"), str(here / "spread.yml"), "--results-dir",
+                   str(here / "results"), "--extra-vars", json.dumps(TWO_HOSTS_VARIABLES), timeout_s=1200)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (study_dir,) = (here / "results").iterdir()
+        record = json.loads((study_dir / "study.json").read_text())
+        runs = {point["variables"]["engine"]: study_dir / point["run_id"] for point in record["points"]}
+        yield {"said": done.stdout, "dir": study_dir, "record": record, "runs": runs}
+    finally:
+        teardown = command([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(here / "two-hosts.yml"),
+                            "playbooks/teardown.yml", "-e", "purge=true"], "the two hosts' teardown", 600, cwd=ROOT,
+                           env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+        assert teardown.returncode == 0, teardown.stdout[-3000:]
+        for host in TWO_HOSTS:
+            remove_torn_down_root(f"/var/lib/tierlab-{host}")
+

@@ -146,7 +146,7 @@ def placement_now(run_dir: Path) -> dict:
     }
 
 
-def assert_torn_down(root: str) -> None:
+def remove_torn_down_root(root: str) -> None:
     """Nothing tierlab made under root is left: its record is empty, and no loop device, mount, server or memory
     group of it remains. Then the root itself (the agent and its empty record) is removed."""
     record = Path(root) / "state" / "created.json"

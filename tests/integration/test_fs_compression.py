@@ -1,32 +1,23 @@
-"""The file system's compression (compression=zstd) on btrfs tiers, for MariaDB and PostgreSQL: a root of its own
-whose tiers are btrfs (plain loop devices, the capacity tier throttled), a database compressed on every tier."""
+"""The file system's compression (compression=zstd) on btrfs tiers, for MariaDB and PostgreSQL: the two hosts' study
+(conftest.py), whose tiers are btrfs (plain loop devices, the capacity tier throttled), a database compressed on every
+tier."""
 
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from lab import Lab, assert_torn_down, read_csv
+from lab import read_csv
 
 import tierlab
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.postgresql]
 
-BTRFS_ROOT = "/var/lib/tierlab-btrfs"
-BTRFS_SETTINGS = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "tiers_check_runtime_s": 0.5,
-                  "mysql_port_base": {"mariadb": 4100, "mysql": 4150}, "postgresql_port": 4190}
-
 
 @pytest.fixture(scope="module")
-def btrfs_runs(tmp_path_factory):
-    """Q6 under C+O on each engine, its database compressed by btrfs; the root is torn down after."""
-    lab = Lab(tmp_path_factory.mktemp("btrfs_results"), BTRFS_ROOT, **BTRFS_SETTINGS)
-    try:
-        yield {engine: lab.run("C+O", engine=engine, queries="6", compression="zstd")
-               for engine in ("mariadb", "postgresql")}
-    finally:
-        lab.playbook("teardown.yml", purge=True)
-        assert_torn_down(BTRFS_ROOT)
+def btrfs_runs(two_hosts):
+    """Q6 under C+O on each engine, its database compressed by btrfs: the two hosts' study's runs."""
+    return two_hosts["runs"]
 
 
 def manifest(run_dir):

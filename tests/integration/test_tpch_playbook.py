@@ -147,7 +147,9 @@ def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touc
 
 def test_resume_with_other_variables_is_refused(lab, layout_runs):
     run_dir = layout_runs["C+O"]
-    said = refused_before_anything(lab, layout="None", resume=run_dir.name, results_dir=str(run_dir.parent))
+    # the layouts study's variables but the layout
+    said = refused_before_anything(lab, layout="None", trace_backend="ftrace", resume=run_dir.name,
+                                   results_dir=str(run_dir.parent))
     assert ("that run was started with other variables (layout was 'C+O', now 'None'); give the same -e values "
             "again") in said
 

@@ -1,5 +1,5 @@
 """Where the host mounts no debugfs, each tierlab root traces through a debugfs mount of its own, so that one
-root's teardown does not take it from another."""
+root's teardown does not take it from another. (An integration test: it mounts debugfs, which needs root.)"""
 
 import os
 
