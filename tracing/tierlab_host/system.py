@@ -172,21 +172,6 @@ def set_knob(path: Path, value: int, changes: list[str]) -> None:
     changes.append(f"set {path} to {value} (was {current})")
 
 
-def ensure_cgroup(group: Path) -> bool:
-    """Make a cgroup (v1) directory unless it exists, recorded first so that teardown removes it; True if made.
-    One that exists must be in the record: another root's (a tierlab_root of the same name elsewhere) is refused,
-    as tierlab stops what is in its groups."""
-    if group.is_dir():
-        if {"kind": "cgroup", "path": str(group)} not in record.entries("cgroup"):
-            raise HostError(f"the cgroup {group} exists but this tierlab root did not make it (a root elsewhere whose "
-                            "directory has this root's name, or one a failed teardown left: rmdir it once it holds no "
-                            "process); give tierlab_root a directory name of its own")
-        return False
-    record.add("cgroup", path=str(group))
-    group.mkdir()
-    return True
-
-
 def mount_device(path: str | Path) -> str | None:
     """The 'major:minor' of what is mounted at path, or None; read from mountinfo, which
     still answers where stat does not (a FUSE mount whose server died or hangs)."""
