@@ -171,7 +171,7 @@ VARIABLES = (
              "the capacity tier's tablespace's `effective_io_concurrency`.", engines=("postgresql",)),
     Variable("tiers_emulation", Choice(TIER_EMULATIONS), "model",
              "for tiers that name no `emulation` of their own: `model` (tierlab-emu device models), `throttle` (plain "
-             "loop devices, cgroup blkio throttle), `none` (real devices).", group="tiers"),
+             "loop devices, a cgroup I/O throttle: v1 blkio or v2 io.max), `none` (real devices).", group="tiers"),
     Variable("tiers_filesystem", Choice(FILESYSTEMS), "ext4",
              "the file system tierlab makes on the tiers it formats that name no `filesystem` of their own: `ext4`, "
              "or `btrfs` (mounted `noatime,nodiscard`), whose zstd compression `compression=zstd` asks for.",
