@@ -8,11 +8,14 @@ shows as the kernel does: the names enabled, without the '+' tierlab wrote), and
 group that holds a process. Every other file holds what tierlab last wrote to it."""
 
 import os
+import socket
 import subprocess
+import sys
 
 import pytest
 
 from tierlab_host import cgroups, record, system, teardown, tiers
+from tierlab_host.engines import server
 from tierlab_host.system import HostError
 
 GIB = 1 << 30
@@ -301,6 +304,27 @@ def test_the_manifest_names_the_v2_leaf_that_bounds_a_server_s_memory(root):
     unified(root)
     cgroups.server_groups("postgresql-8k", MEMORY_LIMIT)
     assert cgroups.memory_group("postgresql-8k") == {"version": 2, "path": f"{root}/tierlab-tierlab/postgresql-8k"}
+
+
+def test_a_server_started_with_a_memory_bound_on_v2_runs_in_its_leaf_which_its_record_names(root, tmp_path):
+    unified(root)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    marker = f"--config-file={tmp_path}/postgresql.conf"
+    started = server.start("postgresql-8k", "postgresql", [sys.executable, "-c", "import time; time.sleep(60)", marker],
+                           marker, str(tmp_path / "server.log"), lambda: True, port, ["SIGTERM"],
+                           memory_limit_bytes=MEMORY_LIMIT)
+    leaf = root / "tierlab-tierlab" / "postgresql-8k"
+    try:
+        assert (leaf / "cgroup.procs").read_text() == f"{started['pid']}\n"
+        assert (leaf / "memory.max").read_text() == "209715200\n"
+        (entry,) = record.entries("process")
+        assert entry["groups"] == [str(leaf / "cgroup.procs")]
+    finally:
+        # the kernel drops a process that ends from its group: stop must not find its pid there afterwards
+        (leaf / "cgroup.procs").write_text("")
+        server.stop("postgresql-8k")
 
 
 # what a host lacks
