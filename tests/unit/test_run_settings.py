@@ -186,6 +186,19 @@ def test_postgresql_s_memory_bound_is_shared_buffers_and_os_cache_and_its_proces
     assert memory_limit_bytes(postgresql) == (256 << 20) + (128 << 20) + (64 << 20)
 
 
+def test_postgresql_s_os_cache_unbounded_is_a_choice_of_no_memory_bound():
+    postgresql = settings(engine="postgresql", os_cache="unbounded")
+    assert (postgresql["os_cache"], memory_limit_bytes(postgresql)) == ("unbounded", None)
+
+
+@pytest.mark.parametrize("value", ["none", "0", "lots"])
+def test_an_os_cache_neither_a_size_nor_a_share_nor_unbounded_is_refused(value):
+    with pytest.raises(InputError) as err:
+        settings(engine="postgresql", os_cache=value)
+    assert str(err.value) == (f"os_cache={value!r} is not allowed; allowed: a size (e.g. 256M) or a percentage of the "
+                              "data from 0 to 100 (e.g. 5%), or unbounded")
+
+
 def test_postgresql_s_memory_bound_allows_24_mib_more_for_each_further_busy_process():
     def bound(**changes):
         postgresql = settings(engine="postgresql", buffer_pool="256M", os_cache="128M", **changes)

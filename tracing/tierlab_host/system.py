@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from . import record
 
@@ -27,22 +28,44 @@ def run(cmd: list[str], timeout_s: float = 600, check: bool = True) -> subproces
     return done
 
 
+class Mount(NamedTuple):
+    """One line of mountinfo."""
+    point: str
+    # 'major:minor'
+    device: str
+    fs: str
+    source: str
+    # the file system's own options: a cgroup v1 mount's controllers are among them
+    options: tuple[str, ...]
+
+
+# read at each use (mounts come and go); tests give one of their own
+MOUNTINFO = Path("/proc/self/mountinfo")
+
+
+def mounts() -> list[Mount]:
+    """Every mount of this process's namespace, in mount order."""
+    found = []
+    for line in MOUNTINFO.read_text().splitlines():
+        fields = line.split()
+        separator = fields.index("-")
+        found.append(Mount(fields[4].replace("\\040", " "), fields[2], fields[separator + 1], fields[separator + 2],
+                           tuple(fields[separator + 3].split(","))))
+    return found
+
+
 def mount_facts(path: str | Path) -> tuple[str, str]:
     """(file system type, mount source) of the file system holding path: the mountinfo entry of the
     longest mount point above it (by path, since btrfs gives each subvolume a device number of its own)."""
     target = os.path.realpath(path)
     found = None
-    with open("/proc/self/mountinfo") as mounts:
-        for line in mounts:
-            fields = line.split()
-            point = fields[4].replace("\\040", " ")
-            inside = target == point or target.startswith(point.rstrip("/") + "/")
-            if inside and (found is None or len(point) >= len(found[0])):
-                separator = fields.index("-")
-                found = (point, fields[separator + 1], fields[separator + 2])
+    for mount in mounts():
+        inside = target == mount.point or target.startswith(mount.point.rstrip("/") + "/")
+        if inside and (found is None or len(mount.point) >= len(found.point)):
+            found = mount
     if found is None:
-        raise HostError(f"{path}: no mount above it in /proc/self/mountinfo")
-    return found[1], found[2]
+        raise HostError(f"{path}: no mount above it in {MOUNTINFO}")
+    return found.fs, found.source
 
 
 def device_of_path(path: str | Path) -> str:
@@ -149,30 +172,13 @@ def set_knob(path: Path, value: int, changes: list[str]) -> None:
     changes.append(f"set {path} to {value} (was {current})")
 
 
-def ensure_cgroup(group: Path) -> bool:
-    """Make a cgroup (v1) directory unless it exists, recorded first so that teardown removes it; True if made.
-    One that exists must be in the record: another root's (a tierlab_root of the same name elsewhere) is refused,
-    as tierlab stops what is in its groups."""
-    if group.is_dir():
-        if {"kind": "cgroup", "path": str(group)} not in record.entries("cgroup"):
-            raise HostError(f"the cgroup {group} exists but this tierlab root did not make it (a root elsewhere whose "
-                            "directory has this root's name, or one a failed teardown left: rmdir it once it holds no "
-                            "process); give tierlab_root a directory name of its own")
-        return False
-    record.add("cgroup", path=str(group))
-    group.mkdir()
-    return True
-
-
 def mount_device(path: str | Path) -> str | None:
     """The 'major:minor' of what is mounted at path, or None; read from mountinfo, which
     still answers where stat does not (a FUSE mount whose server died or hangs)."""
     target = os.path.abspath(path)
-    with open("/proc/self/mountinfo") as mounts:
-        for line in mounts:
-            fields = line.split()
-            if fields[4].replace("\\040", " ") == target:
-                return fields[2]
+    for mount in mounts():
+        if mount.point == target:
+            return mount.device
     return None
 
 

@@ -3,17 +3,18 @@
 import json
 from pathlib import Path
 
-from . import emulator, record, runner, trace
+from . import cgroups, emulator, record, runner, trace
 from .engines import stop_recorded
 from .system import mounted, run
 from .tiers import loop_for
 
 
 def down() -> dict:
-    """Remove everything the record holds, newest first."""
+    """Remove everything the record holds, newest first; say what is left as it is, and why."""
     # a hung emulator would hold every unmount of its tier's file system
     emulator.abort_hung()
     removed = []
+    left = []
     # a query loop a stopped playbook left running reads the tracing instance and uses the servers: it ends first
     for entry in record.entries("query_loop"):
         runner.stop_recorded(entry)
@@ -34,9 +35,10 @@ def down() -> dict:
             emulator.stop_recorded(entry)
         elif kind == "image":
             Path(entry["path"]).unlink(missing_ok=True)
-        elif kind == "cgroup":
-            if Path(entry["path"]).is_dir():
-                Path(entry["path"]).rmdir()
+        elif kind in cgroups.KINDS:
+            note = cgroups.remove_recorded(entry)
+            if note:
+                left.append(note)
         elif kind == "knob":
             Path(entry["path"]).write_text(f"{entry['previous']}\n")
         elif kind == "dir":
@@ -45,7 +47,7 @@ def down() -> dict:
                 path.rmdir()
         record.remove(entry)
         removed.append(entry)
-    return {"changed": bool(removed), "removed": removed}
+    return {"changed": bool(removed), "removed": removed, "left": left}
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ A tier spec (one JSON object per tier, from the Ansible tiers role):
   emulation: "model"    (a sparse image served by tierlab-emu with a device
                          model, under a loop device),
              "throttle" (a sparse image on a loop device, with an optional
-                         cgroup blkio throttle),
+                         cgroup I/O throttle: v1 blkio or v2 io.max),
              "none"     (a real mount point, or a real device to format),
   image, size_bytes                              (model and throttle)
   profile_file, emulator, emulator_mountpoint,
@@ -22,33 +22,18 @@ import json
 import os
 from pathlib import Path
 
-from . import emulator, record
+from . import cgroups, emulator, record
 from .system import (
     HostError,
     device_model,
     device_name,
     device_of_path,
-    ensure_cgroup,
     mount_facts,
     mounted,
     queue_dir,
     run,
     set_knob,
 )
-
-BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
-# one throttle group per tierlab root (/var/lib/tierlab -> "tierlab"), so a test root never shares one
-CGROUP_NAME = record.STATE_DIR.parent.name
-THROTTLE_FILES = {
-    "read_iops": "blkio.throttle.read_iops_device",
-    "write_iops": "blkio.throttle.write_iops_device",
-    "read_bps": "blkio.throttle.read_bps_device",
-    "write_bps": "blkio.throttle.write_bps_device",
-}
-
-
-def cgroup_path() -> Path:
-    return BLKIO_ROOT / CGROUP_NAME
 
 
 def loop_for(backing: str) -> str | None:
@@ -147,27 +132,15 @@ def _up_real(spec: dict, changes: list[str]) -> str | None:
     return device
 
 
-def _set_throttle(device: str, throttle: dict, changes: list[str]) -> None:
-    if not BLKIO_ROOT.is_dir():
-        raise HostError(
-            "a throttle profile needs the cgroup v1 blkio controller at /sys/fs/cgroup/blkio, "
-            "which this host does not have; set the tier's throttle to {} or use real devices"
-        )
-    group = cgroup_path()
-    if ensure_cgroup(group):
-        changes.append(f"created cgroup {group}")
-    for key, value in throttle.items():
-        if key not in THROTTLE_FILES:
-            raise HostError(f"unknown throttle setting {key!r}; allowed: {', '.join(THROTTLE_FILES)}")
-        knob = group / THROTTLE_FILES[key]
-        line = f"{device} {int(value)}"
-        if line not in knob.read_text().split("\n"):
-            knob.write_text(line + "\n")
-            changes.append(f"throttled {device} {key}={value}")
+def _throttle(spec: dict) -> dict:
+    return (spec.get("throttle") or {}) if spec["emulation"] == "throttle" else {}
 
 
 def up(specs: list[dict]) -> dict:
     changes: list[str] = []
+    if any(_throttle(spec) for spec in specs):
+        # refused before anything is made where the host cannot throttle
+        cgroups.require("io")
     facts = []
     if any(spec["emulation"] == "model" for spec in specs):
         emulator.allow_fast_wakeups(changes)
@@ -188,9 +161,9 @@ def up(specs: list[dict]) -> dict:
         device = device_of_path(spec["path"])
         if spec.get("read_ahead_kb"):
             set_knob(queue_dir(device) / "read_ahead_kb", int(spec["read_ahead_kb"]), changes)
-        throttle = (spec.get("throttle") or {}) if spec["emulation"] == "throttle" else {}
+        throttle = _throttle(spec)
         if throttle:
-            _set_throttle(device, throttle, changes)
+            cgroups.throttle(device, throttle, changes)
         stat = os.statvfs(spec["path"])
         facts.append({
             "name": spec["name"],
@@ -223,13 +196,6 @@ def _profile_facts(spec: dict) -> dict:
     return {"name": live["model"], "file": spec["profile_file"], "text": Path(spec["profile_file"]).read_text(),
             "overhead_fixed_us": live["overhead_fixed_us"], "overhead_per_kib_us": live["overhead_per_kib_us"],
             "timer_overshoot_us": live["timer_overshoot_us"]}
-
-
-def join_cgroup(pid: int) -> None:
-    """Put a process into the tier throttle group (when there is one)."""
-    procs = cgroup_path() / "cgroup.procs"
-    if procs.exists():
-        procs.write_text(f"{pid}\n")
 
 
 def main_up(spec_file: str) -> None:

@@ -145,6 +145,20 @@ class SizeOrShare:
 
 
 @dataclass(frozen=True)
+class SizeShareOrUnbounded:
+    """A size or a percentage (SizeOrShare), or `unbounded`: no bound at all, chosen by the user."""
+    allowed = f"{SizeOrShare.allowed}, or unbounded"
+
+    def parse(self, name: str, value, context: Context | None = None) -> dict | str:
+        if str(value).strip().lower() == "unbounded":
+            return "unbounded"
+        try:
+            return SizeOrShare().parse(name, value, context)
+        except InputError:
+            raise refusal(name, value, self.allowed) from None
+
+
+@dataclass(frozen=True)
 class PageSize:
     """A page size by name or in bytes; those of the run's engine."""
     sizes: dict

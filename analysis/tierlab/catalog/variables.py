@@ -23,6 +23,7 @@ from .values import (
     RunId,
     SizeOrNone,
     SizeOrShare,
+    SizeShareOrUnbounded,
     Text,
 )
 from .workloads import WORKLOADS
@@ -149,9 +150,11 @@ VARIABLES = (
              "the joins the optimizer may choose: `optimizer` (its own choice), `hash` (the fact table is scanned, "
              "never looked up: PostgreSQL's hash joins only; MariaDB and MySQL ignore every secondary index) or "
              "`index` (nested loops only: each join looks its inner table up through an index)."),
-    Variable("os_cache", SizeOrShare(), "64M",
+    Variable("os_cache", SizeShareOrUnbounded(), "64M",
              "the OS page cache the server may keep, beside `shared_buffers` (a size or a percentage of the data): "
-             "a memory group bounds the server's processes, page cache included.", engines=("postgresql",)),
+             "a memory group (cgroup v1 or v2) bounds the server's processes, page cache included. `unbounded`: no "
+             "memory group, so the page cache may hold the whole database (for hosts without a memory controller).",
+             engines=("postgresql",)),
     Variable("parallel_workers", Int(0, 64), "2", "`max_parallel_workers_per_gather`.", engines=("postgresql",)),
     Variable("fast_seq_page_cost", PLANNER_COST, "1", "the planner's `seq_page_cost` of the fast tier's tablespace.",
              engines=("postgresql",)),
@@ -168,7 +171,7 @@ VARIABLES = (
              "the capacity tier's tablespace's `effective_io_concurrency`.", engines=("postgresql",)),
     Variable("tiers_emulation", Choice(TIER_EMULATIONS), "model",
              "for tiers that name no `emulation` of their own: `model` (tierlab-emu device models), `throttle` (plain "
-             "loop devices, cgroup blkio throttle), `none` (real devices).", group="tiers"),
+             "loop devices, a cgroup I/O throttle: v1 blkio or v2 io.max), `none` (real devices).", group="tiers"),
     Variable("tiers_filesystem", Choice(FILESYSTEMS), "ext4",
              "the file system tierlab makes on the tiers it formats that name no `filesystem` of their own: `ext4`, "
              "or `btrfs` (mounted `noatime,nodiscard`), whose zstd compression `compression=zstd` asks for.",

@@ -127,17 +127,32 @@ def _fast_cache_label(settings: dict) -> str:
             f"{'every page read' if settings['fast_cache_policy'] == 'lru' else 'on a second access'}")
 
 
+def _os_cache_label(settings: dict, engine: dict) -> str:
+    """How the server's OS page cache was bounded (PostgreSQL reads through it)."""
+    if settings["os_cache"] == "unbounded":
+        return "unbounded (os_cache=unbounded): it may have held the whole database"
+    cache = settings["os_cache"]
+    given = f"{cache['bytes'] / 2**20:.0f} MiB" if "bytes" in cache else f"{cache['percent']:g}% of the data"
+    group = engine.get("memory_cgroup")
+    where = f", cgroup v{group['version']} {group['path']}" if group else ""
+    return (f"os_cache {given}: the server's processes bounded to {engine['memory_limit_bytes'] / 2**20:.0f} MiB, "
+            f"page cache included{where}")
+
+
 def run_context(manifest: dict) -> list[tuple[str, str]]:
     dilation = tiers_dilation(manifest.get("tiers", []))
     tiers = "; ".join(_tier_label(t) for t in manifest.get("tiers", []))
     workload = manifest.get("workload", {})
+    settings = manifest.get("settings") or {}
     return [
         ("run", manifest.get("run_id", "")), ("status", manifest.get("status", "")),
         ("engine", f"{manifest.get('engine', {}).get('name', '')} {manifest.get('engine', {}).get('version', '')}"),
         ("engine from", manifest.get("engine", {}).get("source", "")),
         ("workload", _workload_label(workload)),
         ("layout", manifest.get("layout", {}).get("name", "")), ("tiers", tiers),
-        ("fast tier as a block cache", _fast_cache_label(manifest.get("settings") or {})),
+        ("fast tier as a block cache", _fast_cache_label(settings)),
+        *([("OS page cache", _os_cache_label(settings, manifest.get("engine", {})))]
+          if settings.get("os_cache") is not None else []),
         ("compression", (manifest.get("load") or {}).get("compression") or "none"),
         ("data on the devices", _stored_label(manifest.get("layout", {}))),
         ("tracer", manifest.get("versions", {}).get("tracer_backend") or ""),

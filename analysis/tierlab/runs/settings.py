@@ -262,9 +262,12 @@ def busy_postgresql_processes(settings: dict) -> int:
     return connections(settings) + min(connections(settings) * settings["parallel_workers"], max(settings["parallel_workers"], 8))
 
 
-def memory_limit_bytes(settings: dict) -> int:
+def memory_limit_bytes(settings: dict) -> int | None:
     """The memory bound of a PostgreSQL server's processes: shared_buffers, the page cache it may
-    keep (os_cache) and its processes' own memory, more for each further process it keeps busy."""
+    keep (os_cache) and its processes' own memory, more for each further process it keeps busy;
+    None with os_cache=unbounded."""
+    if settings["os_cache"] == "unbounded":
+        return None
     return (buffer_pool_bytes(settings) + _cache_bytes(settings["os_cache"], settings) + POSTGRESQL_PROCESS_BYTES
             + (busy_postgresql_processes(settings) - 1) * POSTGRESQL_BACKEND_BYTES)
 

@@ -2,10 +2,10 @@
 
 The engine's spec (from the postgresql role): name, instance, bindir,
 config_file, datadir, socket_dir, port, password_file (a libpq passfile),
-log_file, tablespaces {tier role: tablespace}, memory_cgroup (the cgroup v1
-memory group whose limit bounds the server's private memory and the page
-cache of what it reads) and memory_limit_bytes, settings (read back into the
-manifest), source (where the engine came from).
+log_file, tablespaces {tier role: tablespace}, memory_limit_bytes (the limit
+of the memory group that bounds the server's private memory and the page cache
+of what it reads; null: no bound, os_cache=unbounded), settings (read back
+into the manifest), source (where the engine came from).
 """
 
 import json
@@ -13,7 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..system import ensure_cgroup, run
+from .. import cgroups
+from ..system import run
 from . import server
 
 # per database, from pg_stat_database (block read/write times in milliseconds, kept in microseconds)
@@ -52,18 +53,11 @@ class Postgresql:
                                "-p", str(self.spec["port"]), "-t", "2"], capture_output=True)
         return done.returncode == 0
 
-    def _bound_memory(self) -> str:
-        """The memory group's procs file, with the group made (and recorded) if need be and its limit set."""
-        group = Path(self.spec["memory_cgroup"])
-        ensure_cgroup(group)
-        (group / "memory.limit_in_bytes").write_text(f"{self.spec['memory_limit_bytes']}\n")
-        return str(group / "cgroup.procs")
-
     def start(self) -> dict:
         marker = f"--config-file={self.spec['config_file']}"
         return server.start(self.spec["instance"], self.name, [f"{self.spec['bindir']}/postgres", marker], marker,
                             self.spec["log_file"], self.ping, self.spec["port"], self.spec["stop_signals"], user="postgres",
-                            cgroups=(self._bound_memory(),))
+                            memory_limit_bytes=self.spec["memory_limit_bytes"])
 
     def stop(self) -> dict:
         return server.stop(self.spec["instance"])
@@ -111,7 +105,9 @@ class Postgresql:
                 "settings": {n: settings.get(n) for n in self.spec["settings"]},
                 "tablespaces": {name: {"location": location, "options": tablespace_options[name]}
                                 for name, location in tablespaces.items()},
-                "memory_limit_bytes": self.spec["memory_limit_bytes"]}
+                "memory_limit_bytes": self.spec["memory_limit_bytes"],
+                "memory_cgroup": (None if self.spec["memory_limit_bytes"] is None
+                                  else cgroups.memory_group(self.spec["instance"]))}
 
     def counters(self, database: str) -> dict:
         columns = ", ".join(DATABASE_COUNTERS + [f"round({t} * 1000)::bigint" for t in DATABASE_TIMES])

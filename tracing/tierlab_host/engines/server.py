@@ -1,8 +1,8 @@
 """Start and stop tierlab's private database servers, by their own record.
 
 A server is started in its own session, as the engine's user, inside the
-tiers' throttle group (and any group of its own, such as a memory bound), and
-its pid is recorded with the argument that names its instance (its
+tiers' throttle and its memory bound where it has them (cgroups.py), and its
+pid is recorded with the argument that names its instance (its
 configuration file). Stop only ever acts on a recorded pid whose command line
 still carries that argument, so a process tierlab did not start is never
 touched.
@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import record
+from .. import cgroups, record
 from ..system import KILL_WAIT_S, HostError, cmdline, signal_process, stop_process, wait_gone
-from ..tiers import join_cgroup
 
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 300
@@ -48,10 +47,11 @@ def require_free_port(instance: str, port: int) -> None:
 
 
 def start(instance: str, engine: str, argv: list[str], marker: str, log_file: str, ready: Callable[[], bool],
-          port: int, stop_signals: list[str], user: str | None = None, cgroups: tuple[str, ...] = ()) -> dict:
+          port: int, stop_signals: list[str], user: str | None = None, memory_limit_bytes: int | None = None) -> dict:
     """Start argv (which holds `marker`) to listen on port, as `user` if given, unless the recorded instance
     runs; wait until `ready()`. stop_signals: the signals that shut it down, cleanly first (the engine's, as
-    tierlab's catalog declares them), recorded with it for stop."""
+    tierlab's catalog declares them), recorded with it for stop. memory_limit_bytes: the bound of its
+    processes' memory, page cache included (None: none)."""
     entry = recorded(instance)
     if entry and _is_ours(entry):
         return {"changed": False, "pid": entry["pid"]}
@@ -59,18 +59,16 @@ def start(instance: str, engine: str, argv: list[str], marker: str, log_file: st
         # a server that died: what it left in its groups (PostgreSQL's backends, on its shared memory) goes too
         stop_recorded(entry)
     require_free_port(instance, port)
+    groups = cgroups.server_groups(instance, memory_limit_bytes)
     # as the user with its own group and no other (not root's)
     identity = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []} if user else {}
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                                 close_fds=True, **identity)
-    join_cgroup(proc.pid)
-    for procs in cgroups:
-        with open(procs, "w") as f:
-            f.write(f"{proc.pid}\n")
+    cgroups.join(proc.pid, groups)
     # the groups of its own hold its children too: stop finds there what a killed server left running
     entry = {"kind": "process", "instance": instance, "engine": engine, "pid": proc.pid, "marker": marker,
-             "groups": list(cgroups), "stop_signals": list(stop_signals)}
+             "groups": [str(group / "cgroup.procs") for group in groups], "stop_signals": list(stop_signals)}
     record.add(**entry)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready():

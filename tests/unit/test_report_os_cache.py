@@ -1,0 +1,23 @@
+"""A PostgreSQL run's report says how the server's OS page cache was bounded, or that it was not."""
+
+from tierlab.report.run import run_context
+
+
+def test_the_report_gives_a_bounded_page_cache_s_limit_and_the_cgroup_that_held_it():
+    context = dict(run_context({
+        "settings": {"engine": "postgresql", "os_cache": {"bytes": 64 << 20}},
+        "engine": {"name": "postgresql", "memory_limit_bytes": 184 << 20,
+                   "memory_cgroup": {"version": 2, "path": "/sys/fs/cgroup/tierlab-tierlab/postgresql-8k"}}}))
+    assert context["OS page cache"] == ("os_cache 64 MiB: the server's processes bounded to 184 MiB, page cache "
+                                        "included, cgroup v2 /sys/fs/cgroup/tierlab-tierlab/postgresql-8k")
+
+
+def test_the_report_says_an_unbounded_page_cache_was_the_run_s_choice():
+    context = dict(run_context({"settings": {"engine": "postgresql", "os_cache": "unbounded"},
+                                "engine": {"name": "postgresql", "memory_limit_bytes": None, "memory_cgroup": None}}))
+    assert context["OS page cache"] == "unbounded (os_cache=unbounded): it may have held the whole database"
+
+
+def test_a_run_of_an_engine_without_os_cache_has_no_page_cache_line():
+    context = dict(run_context({"settings": {"engine": "mariadb", "os_cache": None}, "engine": {"name": "mariadb"}}))
+    assert "OS page cache" not in context
