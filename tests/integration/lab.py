@@ -21,7 +21,9 @@ QUERIES = "1,3"
 LAYOUTS = ("None", "C+O", "ALL")
 TPCH_DATABASE = f"tpch_sf{str(SCALE_FACTOR).replace('.', '_')}"
 TIERLAB = str(ROOT / ".venv" / "bin" / "tierlab")
-ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+# profile_tasks beside ansible.cfg's profile_roles: each task's seconds in the playbooks' logs
+ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+               "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_roles,ansible.posix.profile_tasks"}
 # a playbook that brings tiers up on a fresh root, or installs an engine, takes minutes; none takes this long
 PLAYBOOK_TIMEOUT_S = 900
 # seconds per role over every playbook the suite ran, and how many playbooks it ran
@@ -67,7 +69,7 @@ def cli(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
 
 
 def _count_roles(output: str) -> None:
-    recap = output.rpartition("ROLES RECAP")[2]
+    recap = output.rpartition("ROLES RECAP")[2].partition("TASKS RECAP")[0]
     for role, seconds in _ROLE_LINE.findall(recap):
         if role != "total":
             ROLE_SECONDS[role] = ROLE_SECONDS.get(role, 0.0) + float(seconds)
@@ -90,6 +92,10 @@ class Lab:
         done = command(cmd, f"playbooks/{name}", timeout_s, cwd=ROOT, env={**os.environ, **ANSIBLE_ENV})
         PLAYBOOK_CALLS.append(name)
         _count_roles(done.stdout)
+        # each playbook's output, as a study keeps its points' (logs/), for what failed or took long
+        log = self.results_dir.parent / "playbooks" / f"{len(PLAYBOOK_CALLS):03d}-{name.removesuffix('.yml')}.log"
+        log.parent.mkdir(exist_ok=True)
+        log.write_text(done.stdout + done.stderr)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
         return done
