@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 from answers import read_answer, same_answer
 from lab import read_csv
@@ -159,7 +160,7 @@ def test_a_co_runner_runs_within_each_query_s_window_and_is_counted_in_its_row(s
         assert marks[0][1] == f"tierlab corun start {label} 1" and start <= marks[0][0] <= end
         ended = [text for ts, text in marks if text.startswith(f"tierlab corun end {label} ") and ts <= end]
         assert row.corun_runs == len(ended)
-        assert (row.corun_elapsed_s == "") == (row.corun_runs == 0)
+        assert pd.isna(row.corun_elapsed_s) == (row.corun_runs == 0)
     for query in ("q2.1", "q3.4"):
         assert same_answer(read_answer(run_dir / "raw" / "output" / f"{query}_try1.corun.tsv"),
                            read_answer(ssb_runs["mariadb"] / "raw" / "output" / "q1.1_try1.tsv"))

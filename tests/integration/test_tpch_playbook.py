@@ -207,7 +207,15 @@ def test_a_run_on_a_root_whose_query_loop_runs_is_refused_and_the_loop_stopped_b
                              env={**os.environ, "TIERLAB_STATE_DIR": str(Path(lab.root, "state"))})
     try:
         client = f"mysql --defaults-file={spec['engine']['client_file']}"
-        wait_for("the sleep's client", lambda: command(["pgrep", "-f", client], "pgrep", 60).returncode == 0, agent)
+        rows = run_dir / "raw" / "queries.jsonl"
+
+        def sleeping() -> bool:
+            """q01 has its row, and q02's client runs in its traced window."""
+            tracing = [e for e in json.loads(record.read_text()) if e["kind"] == "tracing_instance"]
+            return (rows.exists() and len(rows.read_text().splitlines()) == 1 and len(tracing) == 1
+                    and command(["pgrep", "-f", client], "pgrep", 60).returncode == 0)
+
+        wait_for("the sleep's client in its traced window", sleeping, agent)
         (instance,) = [Path(e["path"]) for e in json.loads(record.read_text()) if e["kind"] == "tracing_instance"]
         (loop,) = [e for e in json.loads(record.read_text()) if e["kind"] == "query_loop"]
         assert (loop["pid"], loop["run_id"]) == (agent.pid, run_dir.name)
