@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from . import cgroups, chroot, device_suite, engine_commands, runner, teardown, tiers, tiers_check
+from . import cgroups, chroot, device_suite, engine_commands, probes, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -40,6 +40,11 @@ def main() -> None:
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
     sub.add_parser("root-free", help="refuse a root another run's query loop still runs on")
+    probe = sub.add_parser("probe", help="what the host has that a run may need (tierlab doctor judges it)")
+    for name, what in (("path", "a path whose existence to report"), ("tool", "a program to look for"),
+                       ("package", "a Debian package whose installed and candidate versions to report"),
+                       ("url", "a URL to ask with an HTTP HEAD")):
+        probe.add_argument(f"--{name}", dest=f"{name}s", action="append", default=[], help=what)
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
     plan.add_argument("spec_file")
     args = parser.parse_args()
@@ -64,6 +69,8 @@ def main() -> None:
             print(json.dumps(runner.require_root_free()))
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
+        elif args.command == "probe":
+            probes.main(args.paths, args.tools, args.packages, args.urls)
     except HostError as exc:
         sys.exit(f"tierlab_host {args.command}: {exc}")
 
