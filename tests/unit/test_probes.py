@@ -105,7 +105,7 @@ def test_the_root_s_images_and_generated_tables_are_read(tmp_path):
         image.write(b"x" * 8192)
     for table in ("nation", "region"):
         (tmp_path / "data" / "tpch" / "sf1").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "data" / "tpch" / "sf1" / f"{table}.tbl.complete").write_text("tpchgen-cli 2.0.1\n")
+        (tmp_path / "data" / "tpch" / "sf1" / f"{table}.tbl.complete").write_text("tpchgen-cli 4.0.0\n")
     # a table whose generation was cut short has no .complete
     (tmp_path / "data" / "tpch" / "sf1" / "lineitem.tbl").write_text("1|")
     found = probes.images(tmp_path)
