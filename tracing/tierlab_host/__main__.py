@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from . import cgroups, chroot, device_suite, engine_commands, probes, runner, teardown, tiers, tiers_check
+from . import chroot, device_suite, engine_commands, probes, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -23,8 +23,6 @@ def main() -> None:
     devices.add_argument("--sustained-s", type=float, default=30.0)
     devices.add_argument("--output", required=True)
     sub.add_parser("teardown", help="remove everything tierlab recorded on this host")
-    require = sub.add_parser("cgroups-require", help="refuse a host without this cgroup controller, saying why")
-    require.add_argument("controller", choices=sorted(cgroups.V1_NAMES))
     for action in ("start", "stop"):
         p = sub.add_parser(f"engine-{action}", help=f"{action} the database server an engine spec describes")
         p.add_argument("spec_file")
@@ -57,8 +55,6 @@ def main() -> None:
             device_suite.main(args.spec_file, args.runtime_s, args.sustained_s, args.output)
         elif args.command == "teardown":
             teardown.main()
-        elif args.command == "cgroups-require":
-            cgroups.main_require(args.controller)
         elif args.command == "chroot-mount":
             chroot.main(args.root, args.paths)
         elif args.command in ("engine-start", "engine-stop", "layout-apply", "sysbench-prepare", "database-compress"):

@@ -24,7 +24,6 @@ stopped); so are the controllers tierlab enables in a parent it does not own, an
 tierlab writes inside its own groups goes with them.
 """
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,9 +336,3 @@ def remove_recorded(entry: dict) -> str | None:
         if _control_group(entry["unit"]):
             run(["systemctl", "stop", entry["unit"]])
     return None
-
-
-def main_require(controller: str) -> None:
-    found = require(controller)
-    print(json.dumps({"changed": False, "controller": controller, "mode": mode(), "version": found.version,
-                      "hierarchy": str(found.mount)}))
