@@ -104,6 +104,10 @@ def test_modelled_tiers_need_fuse_and_throttled_ones_do_not():
         "a kernel with FUSE (CONFIG_FUSE_FS, or modprobe fuse); in a container, give it /dev/fuse; or give "
         "tiers_emulation=throttle")
     assert "FUSE" not in judged(probe, "throttle")
+    probe["tools"]["fusermount3"] = None
+    probe["packages"]["fuse3"] = NONE
+    assert judged(probe)["FUSE"].fix.endswith("; or give tiers_emulation=throttle; add a Debian archive that has fuse3 "
+                                              "to the host's apt sources, then apt-get update")
 
 
 def test_real_tiers_need_neither_loop_devices_nor_fuse():

@@ -115,7 +115,7 @@ def _tool(probe: dict, tool: str) -> tuple[str, str, str]:
 def _device(probe: dict, name: str, needed_for: str, node: str, node_fix: str, tool: str) -> Item:
     found, verdict, fix = _tool(probe, tool)
     if not probe["paths"][node]:
-        return Item(name, needed_for, f"no {node}; {found}", "missing", node_fix)
+        return Item(name, needed_for, f"no {node}; {found}", "missing", "; ".join(part for part in (node_fix, fix) if part))
     return Item(name, needed_for, f"{node}, {found}", verdict, fix)
 
 
