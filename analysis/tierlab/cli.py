@@ -1,8 +1,9 @@
 """The tierlab command: arguments in, text out.
 
-Commands: variables, analyze, compare, study, advise, validate, recommend, trace-stats, planner-costs, devices, manifest,
-tiers check. pandas, the compiled metrics and matplotlib are imported by the commands that use them (about a
-second and a half in all): `tierlab manifest`, which every run calls twice, and `tierlab tiers check` need none.
+Commands: variables, analyze, compare, study, advise, validate, recommend, trace-stats, planner-costs, doctor, devices,
+manifest, tiers check. pandas, the compiled metrics and matplotlib are imported by the commands that use them (about a
+second and a half in all): `tierlab manifest`, which every run calls twice, `tierlab doctor` and `tierlab tiers check`
+need none.
 """
 
 import argparse
@@ -16,6 +17,7 @@ from .catalog.analysis import FORMATS, RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, S
 from .catalog.values import parse_bytes
 from .errors import InputError, TierlabError
 from .runs import manifest
+from .runs.doctor import doctor, format_report
 from .runs.tiers_check import format_check, run_check
 
 
@@ -206,6 +208,13 @@ def _variables(args) -> None:
     print(markdown(), end="")
 
 
+def _doctor(args) -> None:
+    report = doctor(args.extra_vars, Path(args.inventory) if args.inventory else None, args.host, args.root)
+    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    if any(item["verdict"] == "missing" for item in report["items"]):
+        sys.exit(1)
+
+
 def _tiers_check(args) -> None:
     result = run_check(Path(args.root), args.runtime_s)
     print(json.dumps(result, indent=1) if args.json else format_check(result))
@@ -329,11 +338,23 @@ def _trace_commands(sub) -> None:
 
 
 def _device_commands(sub) -> None:
-    """The commands on devices and tiers: devices, tiers check."""
+    """The commands on the host, its devices and tiers: doctor, devices, tiers check."""
     p = sub.add_parser("devices", help="fit a device profile to each tier of playbooks/devices.yml's measurements, "
                                        "with the curves and a report")
     p.add_argument("run_dir", metavar="DEVICES_DIR", help="results/devices_<time>_<host>, with raw/devices.json")
     p.set_defaults(func=_devices)
+    p = sub.add_parser("doctor", help="what a run with these variables needs of this host, what the host has and "
+                                      "lacks, and the fix: the checks every playbook run starts with")
+    p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="NAME=VALUE",
+                   help="a run's or its tiers' variable, as the playbooks take it (docs/variables.md), e.g. "
+                        "-e engine=postgresql -e scale_factor=1")
+    p.add_argument("-i", "--inventory", metavar="INVENTORY",
+                   help="the inventory whose host's tiers and tierlab_root to check for (default: ansible.cfg's, "
+                        "this host)")
+    p.add_argument("--host", help="that host (default: the inventory's first); the probe runs on this host")
+    p.add_argument("--root", help="the tierlab root (default: the host's tierlab_root, /var/lib/tierlab)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_doctor)
     p = sub.add_parser("tiers", help="the host's tiers")
     tiers_sub = p.add_subparsers(dest="tiers_command", required=True)
     p = tiers_sub.add_parser("check", help="run fio on each tier of this host (read-only): IOPS and latency percentiles "

@@ -24,3 +24,8 @@ class DeviceProfileError(TierlabError):
 
 class TiersError(TierlabError):
     """The host's tiers are not up, or checking them failed."""
+
+
+class HostCheckError(TierlabError):
+    """A host lacks something a run with these settings needs (tierlab doctor, and every playbook's first check);
+    nothing has been made yet."""

@@ -12,6 +12,7 @@ from tierlab.catalog.variables import group
 from tierlab.catalog.workloads import WORKLOADS
 from tierlab.checkout import PROJECT
 from tierlab.errors import TierlabError
+from tierlab.runs.doctor import judge, probe_arguments, refuse_missing, warnings
 from tierlab.runs.manifest import read_run_config
 from tierlab.runs.settings import (
     buffer_pool_bytes,
@@ -64,6 +65,18 @@ def tierlab_recorded_settings(run_dir):
     return None if config is None else config["settings"]
 
 
+def tierlab_probe_arguments(settings, tiers, root):
+    """The host agent's arguments that probe what the run needs of its host."""
+    return probe_arguments(dict(settings), list(tiers), root)
+
+
+def tierlab_host_check(probe, settings, tiers):
+    """The host's warnings for the run; refused, with every missing item and its fix, where it lacks anything."""
+    items = judge(dict(probe), dict(settings), list(tiers))
+    refuse_missing(probe, items)
+    return warnings(items)
+
+
 def tierlab_query_files(settings, dialect):
     """The SQL files of the run's queries and of its co-running query: the dialect's own where the dialects differ,
     else the one every engine runs (the catalog says where to look)."""
@@ -90,6 +103,8 @@ class FilterModule:
             "tierlab_resume_conflicts": _refusing(tierlab_resume_conflicts),
             "tierlab_recorded_settings": _refusing(tierlab_recorded_settings),
             "tierlab_query_files": tierlab_query_files,
+            "tierlab_probe_arguments": tierlab_probe_arguments,
+            "tierlab_host_check": _refusing(tierlab_host_check),
             "tierlab_tiers": _refusing(lambda tiers, emulation, filesystem: validate_tiers(list(tiers), emulation, filesystem)),
             "tierlab_dilation": _refusing(validate_dilation),
             "tierlab_bytes": _refusing(lambda value, name="size": parse_bytes(name, value)),

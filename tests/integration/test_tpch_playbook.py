@@ -140,6 +140,12 @@ def test_a_layout_too_big_for_the_fast_tier_shows_the_sizes(lab, layouts):
     assert "lineitem 13.23 GiB" in said
 
 
+def test_a_buffer_pool_larger_than_the_host_s_memory_is_refused_by_the_host_check_before_anything_is_touched(lab, layouts):
+    said = refused_before_anything(lab, layout="None", buffer_pool="1T")
+    assert ("lacks what this run needs (tierlab doctor shows every check): [1] memory, needed for "
+            "innodb_buffer_pool_size 1024.00 GiB (buffer_pool=1024.00 GiB): MemTotal ") in said
+
+
 def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touched(lab, layouts):
     said = refused_before_anything(lab, layout="C+O", fast_cache="4M")
     assert "fast_cache=4M makes the fast tier a cache of the capacity tier" in said

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from . import cgroups, chroot, device_suite, engine_commands, runner, teardown, tiers, tiers_check
+from . import chroot, device_suite, engine_commands, probes, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -23,8 +23,6 @@ def main() -> None:
     devices.add_argument("--sustained-s", type=float, default=30.0)
     devices.add_argument("--output", required=True)
     sub.add_parser("teardown", help="remove everything tierlab recorded on this host")
-    require = sub.add_parser("cgroups-require", help="refuse a host without this cgroup controller, saying why")
-    require.add_argument("controller", choices=sorted(cgroups.V1_NAMES))
     for action in ("start", "stop"):
         p = sub.add_parser(f"engine-{action}", help=f"{action} the database server an engine spec describes")
         p.add_argument("spec_file")
@@ -40,6 +38,11 @@ def main() -> None:
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
     sub.add_parser("root-free", help="refuse a root another run's query loop still runs on")
+    probe = sub.add_parser("probe", help="what the host has that a run may need (tierlab doctor judges it)")
+    for name, what in (("path", "a path whose existence to report"), ("tool", "a program to look for"),
+                       ("package", "a Debian package whose installed and candidate versions to report"),
+                       ("url", "a URL to ask with an HTTP HEAD")):
+        probe.add_argument(f"--{name}", dest=f"{name}s", action="append", default=[], help=what)
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
     plan.add_argument("spec_file")
     args = parser.parse_args()
@@ -52,8 +55,6 @@ def main() -> None:
             device_suite.main(args.spec_file, args.runtime_s, args.sustained_s, args.output)
         elif args.command == "teardown":
             teardown.main()
-        elif args.command == "cgroups-require":
-            cgroups.main_require(args.controller)
         elif args.command == "chroot-mount":
             chroot.main(args.root, args.paths)
         elif args.command in ("engine-start", "engine-stop", "layout-apply", "sysbench-prepare", "database-compress"):
@@ -64,6 +65,8 @@ def main() -> None:
             print(json.dumps(runner.require_root_free()))
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
+        elif args.command == "probe":
+            probes.main(args.paths, args.tools, args.packages, args.urls)
     except HostError as exc:
         sys.exit(f"tierlab_host {args.command}: {exc}")
 

@@ -24,7 +24,6 @@ stopped); so are the controllers tierlab enables in a parent it does not own, an
 tierlab writes inside its own groups goes with them.
 """
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,16 +90,24 @@ def hierarchy(controller: str) -> Hierarchy | None:
     return None
 
 
+def lacking(controller: str) -> str:
+    """What the host lacks where it has no such controller."""
+    return (f"neither cgroup v1's {V1_NAMES[controller]} controller (no cgroup mount with it in {system.MOUNTINFO}) "
+            f"nor a cgroup v2 hierarchy with '{controller}' in {_unified() or ROOT}/cgroup.controllers")
+
+
+def fix(controller: str) -> str:
+    """What to do on a host without the controller."""
+    _, enable, instead = NEEDED_FOR[controller]
+    return f"enable it in the kernel ({enable}), or {instead}"
+
+
 def require(controller: str) -> Hierarchy:
     """Where the host has the controller; refused, saying why it is needed and what to do, where it has none."""
     found = hierarchy(controller)
     if found is None:
-        why, enable, instead = NEEDED_FOR[controller]
-        raise HostError(
-            f"{why}: this host ({os.uname().nodename}, cgroup mode {mode()}) has neither cgroup v1's "
-            f"{V1_NAMES[controller]} controller (no cgroup mount with it in {system.MOUNTINFO}) nor a cgroup v2 "
-            f"hierarchy with '{controller}' in {_unified() or ROOT}/cgroup.controllers; enable it in the kernel "
-            f"({enable}), or {instead}")
+        raise HostError(f"{NEEDED_FOR[controller][0]}: this host ({os.uname().nodename}, cgroup mode {mode()}) has "
+                        f"{lacking(controller)}; {fix(controller)}")
     return found
 
 
@@ -329,9 +336,3 @@ def remove_recorded(entry: dict) -> str | None:
         if _control_group(entry["unit"]):
             run(["systemctl", "stop", entry["unit"]])
     return None
-
-
-def main_require(controller: str) -> None:
-    found = require(controller)
-    print(json.dumps({"changed": False, "controller": controller, "mode": mode(), "version": found.version,
-                      "hierarchy": str(found.mount)}))

@@ -15,6 +15,7 @@ Backends:
             requests lost 7 million events when the buffer was read at its end).
 """
 
+import gzip
 import json
 import os
 import re
@@ -45,17 +46,28 @@ BUFFER_PERCENT = 25
 DRAIN_INTERVAL_S = 0.2
 BLKTRACE_PROBE_TIMEOUT_S = 5
 BLKTRACE_STOP_TIMEOUT_S = 30
+# where the kernel shows its lockdown level ("none [integrity] confidentiality": the bracketed one is in force), where
+# securityfs is mounted; else the level its build forces (CONFIG_LOCK_DOWN_KERNEL_FORCE_*), or its boot asks for
+# (lockdown=), is in force at least: levels only rise
+LOCKDOWN = Path("/sys/kernel/security/lockdown")
+KERNEL_CONFIGS = (Path("/proc/config.gz"), Path(f"/boot/config-{os.uname().release}"))
+CMDLINE = Path("/proc/cmdline")
+LOCKDOWN_LEVELS = ("none", "integrity", "confidentiality")
+
+
+def mounted_debugfs() -> Path | None:
+    """The debugfs tracing uses where one is mounted: the root's own, else the host's at /sys/kernel/debug."""
+    return next((path for path in (record.STATE_DIR.parent / "debugfs", DEBUGFS) if os.path.ismount(path)), None)
 
 
 def _debugfs() -> Path:
     """debugfs: a mount of the root's own where the host has none at /sys/kernel/debug. Teardown unmounts
     what the root's record holds, and a mount at /sys/kernel/debug, which every root shares, went with the
     first root torn down, from under the others' traces."""
+    mounted = mounted_debugfs()
+    if mounted is not None:
+        return mounted
     private = record.STATE_DIR.parent / "debugfs"
-    if os.path.ismount(private):
-        return private
-    if os.path.ismount(DEBUGFS):
-        return DEBUGFS
     if not private.is_dir():
         private.mkdir(parents=True)
         record.add("dir", path=str(private))
@@ -73,8 +85,39 @@ def _tracefs() -> Path:
     raise HostError(f"no tracefs found at {TRACEFS} or in debugfs; the kernel needs CONFIG_FTRACE")
 
 
+def _kernel_config() -> tuple[Path, str] | None:
+    for path in KERNEL_CONFIGS:
+        if path.exists():
+            return path, (gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text())
+    return None
+
+
+def lockdown() -> dict:
+    """The kernel's lockdown level (`none`, `integrity`, `confidentiality`) and where it was read; level None where
+    securityfs is not mounted and neither the kernel's build nor its boot says more than `none`, which a later
+    raise (or, on some distributions, secure boot) may have left behind."""
+    if LOCKDOWN.exists():
+        return {"level": re.search(r"\[(\w+)\]", LOCKDOWN.read_text())[1], "source": str(LOCKDOWN)}
+    found = [("none", "")]
+    config = _kernel_config()
+    if config is not None:
+        forced = re.search(r"^CONFIG_LOCK_DOWN_KERNEL_FORCE_(\w+)=y$", config[1], re.MULTILINE)
+        if forced:
+            found.append((forced[1].lower(), f"CONFIG_LOCK_DOWN_KERNEL_FORCE_{forced[1]} in {config[0]}"))
+    asked = re.search(r"(?:^|\s)lockdown=(\w+)", CMDLINE.read_text())
+    if asked and asked[1] in LOCKDOWN_LEVELS:
+        found.append((asked[1], f"lockdown={asked[1]} in {CMDLINE}"))
+    level, source = max(found, key=lambda pair: LOCKDOWN_LEVELS.index(pair[0]))
+    if level == "none":
+        return {"level": None, "source": f"no {LOCKDOWN}: securityfs is not mounted"}
+    return {"level": level, "source": source}
+
+
 def blktrace_works(devices: list[str]) -> bool:
     if subprocess.run(["which", "blktrace"], capture_output=True).returncode != 0:
+        return False
+    if lockdown()["level"] in ("integrity", "confidentiality"):
+        # the kernel refuses its relay files: no need to wait for the tool to fail, or hang, as it may
         return False
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["timeout", str(BLKTRACE_PROBE_TIMEOUT_S), "blktrace", "-r", str(_debugfs()), "-w", "1", "-D", tmp]

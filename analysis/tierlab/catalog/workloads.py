@@ -20,6 +20,10 @@ class Workload:
     bytes_at_sf1: dict[str, int] = field(default_factory=dict)
     # tables that do not grow with the scale factor
     fixed_bytes: dict[str, int] = field(default_factory=dict)
+    # bytes of each table's generated .tbl file at scale factor 1 (measured with the datagen role's generators), and
+    # of those that do not grow with the scale factor: the data cache's size
+    generated_bytes_at_sf1: dict[str, int] = field(default_factory=dict)
+    generated_fixed_bytes: dict[str, int] = field(default_factory=dict)
     # how a run goes through the workload's steps: "queries" (each step one query file, run by the engine's
     # client) or "timed" (each step a timed window of a load driver such as sysbench, one per test)
     kind: str = "queries"
@@ -76,6 +80,9 @@ TPCH = Workload(
     bytes_at_sf1={"lineitem": 1_136_656_384, "orders": 226_492_416, "partsupp": 205_520_896, "part": 41_943_040,
                   "customer": 37_748_736, "supplier": 10_485_760},
     fixed_bytes={"nation": 98_304, "region": 81_920},
+    generated_bytes_at_sf1={"lineitem": 759_863_287, "orders": 171_952_161, "partsupp": 118_984_616,
+                            "part": 24_135_125, "customer": 24_346_144, "supplier": 1_409_184},
+    generated_fixed_bytes={"nation": 2_224, "region": 389},
     generator="tpchgen",
 )
 
@@ -92,6 +99,8 @@ SSB = Workload(
     queries=SSB_QUERIES,
     bytes_at_sf1={"lineorder": 1_098_907_648, "customer": 12_582_912, "supplier": 360_448, "part": 30_408_704},
     fixed_bytes={"date": 425_984},
+    generated_bytes_at_sf1={"lineorder": 595_450_080, "customer": 2_912_791, "supplier": 171_965, "part": 17_094_462},
+    generated_fixed_bytes={"date": 228_574},
     partition_keys={query: SSB_DRIVING_DIMENSIONS[query[1]] for query in SSB_QUERIES},
     generator="ssb_dbgen",
 )

@@ -42,12 +42,11 @@ from ..catalog.variables import BY_NAME, RUN_VARIABLES
 from ..catalog.workloads import WORKLOADS
 from ..checkout import PROJECT, require_checkout
 from ..errors import InputError, RunDirError
+from ..runs.inventory import ANSIBLE_ENV, inventory_hosts
 from ..runs.manifest import read_run_config
 from ..runs.settings import default_text, validate
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
-ANSIBLE_INVENTORY = Path(sys.executable).with_name("ansible-inventory")
-ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SCHEMA_VERSION = 1
@@ -164,32 +163,6 @@ def _run_dirs(study_dir: Path, host: str) -> set[str]:
         if config is not None and config.get("host", {}).get("name") == host:
             found.add(run_dir.name)
     return found
-
-
-def inventory_hosts(inventory: Path | None) -> list[str]:
-    """The inventory's hosts in its order (ansible.cfg's inventory unless one is given)."""
-    if inventory and not inventory.exists():
-        raise InputError(f"inventory {inventory}: no such file or directory")
-    command = [str(ANSIBLE_INVENTORY), "--list", *(["-i", str(inventory)] if inventory else [])]
-    done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, env={**os.environ, **ANSIBLE_ENV})
-    if done.returncode != 0:
-        raise InputError(f"inventory {inventory or '(ansible.cfg)'}: ansible-inventory failed: "
-                              f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
-    groups = json.loads(done.stdout)
-    hosts: list[str] = []
-
-    def walk(group: str) -> None:
-        for host in groups.get(group, {}).get("hosts", []):
-            if host not in hosts:
-                hosts.append(host)
-        for child in groups.get(group, {}).get("children", []):
-            walk(child)
-
-    walk("all")
-    if not hosts:
-        raise InputError(f"inventory {inventory or '(ansible.cfg)'} has no hosts; give an inventory that names "
-                              "at least one (playbooks/inventory/local.yml is this host)")
-    return hosts
 
 
 def _run_outcome(run_dir: Path) -> tuple[str, str | None]:
