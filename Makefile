@@ -11,7 +11,9 @@ APT_PACKAGES := python3 python3-venv python3-pip gcc make
 MODEL_LIBRARY := emulator/libtierlab-model.so
 # the tests also read traces with blkparse, measure with fio, build the device emulator (tierlab-emu) to run its
 # model, render reports in headless Chromium and make btrfs file systems
-TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs
+# openssh-server and sudo: the integration tests' two hosts reached over SSH (tests/integration/hosts.py) run
+# sshd processes of their own; the package's own service is not started (policy-rc.d below)
+TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs openssh-server sudo
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
@@ -54,9 +56,14 @@ unit: setup $(VENV)/.test-deps
 integration: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q -rs tests/integration
 
+# where no policy-rc.d says otherwise, one that starts no service is in place while the packages install, so that
+# installing openssh-server does not start the host's sshd; it is removed again
 $(VENV)/.test-deps: $(STAMP)
 	if ! dpkg -s $(TEST_APT_PACKAGES) >/dev/null 2>&1; then \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(TEST_APT_PACKAGES); fi
+	  policy=/usr/sbin/policy-rc.d; made=; \
+	  if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' > $$policy && chmod 755 $$policy && made=1; fi; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(TEST_APT_PACKAGES); status=$$?; \
+	  if [ -n "$$made" ]; then rm -f $$policy; fi; exit $$status; fi
 	touch $@
 
 test: lint unit integration

@@ -5,10 +5,11 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-import yaml
+from hosts import HOSTS, SshHosts
 from lab import (
     LAYOUTS,
     PLAYBOOK_CALLS,
@@ -16,6 +17,7 @@ from lab import (
     ROOT,
     SCALE_FACTOR,
     TEST_ROOT,
+    TIERLAB,
     Lab,
     Lines,
     cli,
@@ -110,50 +112,69 @@ def layout_runs(layouts):
     return {layout: layouts["runs"][(layout, 1)] for layout in LAYOUTS}
 
 
-# Two hosts on this machine, each with a root, tiers and ports of its own, whose tiers are btrfs on plain loop
-# devices (no emulator to build and calibrate on each; the emulated tiers' fidelity is tested on the lab's root)
-# with a short self-check. One study spreads a point to each: Q6 on MariaDB and on PostgreSQL, C+O, every table
-# compressed by the file system.
-TWO_HOSTS = {"node-a": 37, "node-b": 39}
+# Two hosts on this machine reached over SSH (hosts.py), each with a root, tiers and ports of its own, whose tiers
+# are btrfs on plain loop devices (no emulator to build and calibrate on each; the emulated tiers' fidelity is
+# tested on the lab's root) with a short self-check. One study spreads a point to each: Q1, Q6 and Q14 on MariaDB
+# and on PostgreSQL, C+O, every table compressed by the file system. node-a's connections are cut while its query
+# loop runs, and the study resumed.
 TWO_HOSTS_VARIABLES = {"tiers_filesystem": "btrfs", "tiers_emulation": "throttle", "tiers_check_runtime_s": 0.5}
 TWO_HOSTS_STUDY = f"""
 name: spread
 workload: tpch
 variables:
   scale_factor: {SCALE_FACTOR}
-  queries: "6"
+  queries: "1,6,14"
   layout: C+O
   compression: zstd
 matrix:
   engine: [mariadb, postgresql]
 """
+LOOP_WAIT_S = 900
+
+
+def query_loop_runs(host: str) -> bool:
+    record = Path(f"/var/lib/tierlab-{host}/state/created.json")
+    return record.exists() and any(e["kind"] == "query_loop" for e in json.loads(record.read_text() or "[]"))
 
 
 @pytest.fixture(scope="session")
 def two_hosts(tmp_path_factory):
-    """The study spread over the two hosts: what `tierlab study` said, its directory and record, and its runs by
-    engine. Both hosts are torn down after, and their roots removed."""
+    """The study spread over the two hosts, cut on node-a while its query loop runs, and resumed: what `tierlab
+    study` said each time, what study.json held after the cut, the study's directory, its record and its runs by
+    engine. Both hosts are torn down after, their roots removed, and what hosts.py made removed."""
     here = tmp_path_factory.mktemp("two_hosts")
-    inventory = yaml.safe_load((ROOT / "playbooks" / "inventory" / "two-local.yml").read_text())
-    for host, number in TWO_HOSTS.items():
-        inventory["all"]["hosts"][host] = {
-            "tierlab_root": f"/var/lib/tierlab-{host}", "postgresql_port": number * 100 + 16,
-            "mysql_port_base": {"mariadb": number * 100, "mysql": number * 100 + 50}}
-    (here / "two-hosts.yml").write_text(yaml.safe_dump(inventory))
-    (here / "spread.yml").write_text(TWO_HOSTS_STUDY)
+    hosts = SshHosts(here)
     try:
-        done = cli("study", "-i", str(here / "two-hosts.yml"), str(here / "spread.yml"), "--results-dir",
-                   str(here / "results"), "--extra-vars", json.dumps(TWO_HOSTS_VARIABLES), timeout_s=1200)
-        assert done.returncode == 0, done.stdout + done.stderr
+        inventory = hosts.open()
+        (here / "spread.yml").write_text(TWO_HOSTS_STUDY)
+        extra = ["--extra-vars", json.dumps(TWO_HOSTS_VARIABLES)]
+        child = subprocess.Popen([TIERLAB, "study", "-i", str(inventory), str(here / "spread.yml"), "--results-dir",
+                                  str(here / "results"), *extra], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        lines = Lines(child)
+        deadline = time.monotonic() + LOOP_WAIT_S
+        while not query_loop_runs("node-a"):
+            assert child.poll() is None, lines.rest(60)
+            assert time.monotonic() < deadline, f"node-a ran no query loop within {LOOP_WAIT_S} s"
+            time.sleep(0.05)
+        sessions = hosts.cut("node-a")
+        cut_said = lines.rest(LOOP_WAIT_S)
         (study_dir,) = (here / "results").iterdir()
+        after_cut = json.loads((study_dir / "study.json").read_text())
+        resumed = cli("study", "--resume", str(study_dir), "-i", str(inventory), *extra, timeout_s=1200)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         record = json.loads((study_dir / "study.json").read_text())
         runs = {point["variables"]["engine"]: study_dir / point["run_id"] for point in record["points"]}
-        yield {"said": done.stdout, "dir": study_dir, "record": record, "runs": runs}
+        yield {"cut_said": cut_said, "cut_code": child.returncode, "sessions_cut": sessions, "after_cut": after_cut,
+               "said": resumed.stdout, "dir": study_dir, "record": record, "runs": runs}
     finally:
-        teardown = command([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(here / "two-hosts.yml"),
-                            "playbooks/teardown.yml", "-e", "purge=true"], "the two hosts' teardown", 600, cwd=ROOT,
-                           env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
-        assert teardown.returncode == 0, teardown.stdout[-3000:]
-        for host in TWO_HOSTS:
-            remove_torn_down_root(f"/var/lib/tierlab-{host}")
-
+        try:
+            if hosts.sshd:
+                teardown = command([str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(here / "two-hosts.yml"),
+                                    "playbooks/teardown.yml", "-e", "purge=true"], "the two hosts' teardown", 600,
+                                   cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+                assert teardown.returncode == 0, teardown.stdout[-3000:]
+                for host in HOSTS:
+                    remove_torn_down_root(f"/var/lib/tierlab-{host}")
+        finally:
+            hosts.close()

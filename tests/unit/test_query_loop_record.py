@@ -68,5 +68,23 @@ def test_the_record_of_a_query_loop_that_is_gone_is_let_go(tmp_path, monkeypatch
     gone.wait(timeout=60)
     entry = {"kind": "query_loop", "pid": gone.pid, "marker": str(tmp_path / "run_spec.json"), "run_id": "r1"}
     record.add(**entry)
-    assert runner.require_root_free() == {"changed": True, "let_go": [entry]}
+    assert runner.require_root_free() == {"changed": True, "let_go": [entry], "stopped": []}
     assert record.entries() == []
+
+
+def test_the_loop_of_the_run_being_resumed_is_stopped_and_its_record_removed(tmp_path, monkeypatch):
+    use_record(tmp_path, monkeypatch)
+    spec = str(tmp_path / "run_spec.json")
+    loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert loop.stdout.readline() == "ready\n"
+        entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": "r1"}
+        record.add(**entry)
+        assert runner.require_root_free(resuming="r1") == {"changed": True, "let_go": [], "stopped": [entry]}
+        assert cmdline(loop.pid) == []
+        assert record.entries() == []
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.wait(timeout=60)

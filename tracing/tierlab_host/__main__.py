@@ -37,7 +37,8 @@ def main() -> None:
     compress.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
-    sub.add_parser("root-free", help="refuse a root another run's query loop still runs on")
+    root_free = sub.add_parser("root-free", help="refuse a root another run's query loop still runs on")
+    root_free.add_argument("--resuming", default="", help="the run being resumed: its own loop is stopped, not refused")
     probe = sub.add_parser("probe", help="what the host has that a run may need (tierlab doctor judges it)")
     for name, what in (("path", "a path whose existence to report"), ("tool", "a program to look for"),
                        ("package", "a Debian package whose installed and candidate versions to report"),
@@ -62,7 +63,7 @@ def main() -> None:
         elif args.command == "run":
             runner.main(args.spec_file)
         elif args.command == "root-free":
-            print(json.dumps(runner.require_root_free()))
+            print(json.dumps(runner.require_root_free(args.resuming)))
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
         elif args.command == "probe":

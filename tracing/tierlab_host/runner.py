@@ -453,17 +453,23 @@ def main(spec_file: str) -> None:
         record.remove(entry)
 
 
-def require_root_free() -> dict:
-    """Refuse to go on while a query loop recorded on this root runs (a record of one that is gone is let go)."""
-    gone = []
+def require_root_free(resuming: str = "") -> dict:
+    """Refuse to go on while a query loop recorded on this root runs (a record of one that is gone is let go). The
+    loop of the run being resumed (its playbook lost its host, say, and left it running) is that run's own: it is
+    stopped, keeping its rows, and the resume runs what has no row."""
+    gone, stopped = [], []
     for entry in record.entries("query_loop"):
         if entry["marker"] in cmdline(entry["pid"]):
+            if entry["run_id"] == resuming:
+                stop_recorded(entry)
+                stopped.append(entry)
+                continue
             raise HostError(f"the query loop of run {entry['run_id']} (pid {entry['pid']}) still runs on this tierlab "
                             "root; another run here would restart its servers and empty its caches under it: wait for "
                             "it to end (it logs to its raw/run.log), or stop it with playbooks/teardown.yml")
         record.remove(entry)
         gone.append(entry)
-    return {"changed": bool(gone), "let_go": gone}
+    return {"changed": bool(gone or stopped), "let_go": gone, "stopped": stopped}
 
 
 def stop_recorded(entry: dict) -> None:
