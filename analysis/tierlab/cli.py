@@ -70,8 +70,14 @@ def _manifest(args) -> None:
 def _compare(args) -> None:
     from .report.compare import compare_runs
 
-    for path in compare_runs([Path(run_dir) for run_dir in args.run_dirs], Path(args.out) if args.out else None):
+    _print_comparison(*compare_runs([Path(run_dir) for run_dir in args.run_dirs], Path(args.out) if args.out else None))
+
+
+def _print_comparison(paths: list[Path], warnings: list[str]) -> None:
+    for path in paths:
         print(path)
+    for warning in warnings:
+        print(f"warning: {warning}")
 
 
 def _extra_vars(text: str) -> dict:
@@ -104,8 +110,7 @@ def _study(args) -> None:
     record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None)
     ok = [study_dir / point["run_id"] for point in record["points"] if point["status"] == "ok"]
     if len(ok) > 1:
-        for path in compare_runs(ok, study_dir / "compare"):
-            print(path)
+        _print_comparison(*compare_runs(ok, study_dir / "compare"))
         best = fastest(study, record, pd.read_csv(study_dir / "compare" / "compare.csv"))
         best.to_csv(study_dir / "fastest.csv", index=False, float_format="%.6g")
         print(f"{study_dir / 'fastest.csv'}:\n{best.to_string(index=False, float_format=lambda v: f'{v:.3g}')}")

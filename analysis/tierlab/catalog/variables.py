@@ -150,6 +150,11 @@ VARIABLES = (
              "the joins the optimizer may choose: `optimizer` (its own choice), `hash` (the fact table is scanned, "
              "never looked up: PostgreSQL's hash joins only; MariaDB and MySQL ignore every secondary index) or "
              "`index` (nested loops only: each join looks its inner table up through an index)."),
+    Variable("mysql_version", Choice(("kept", "newest")), "kept",
+             "where Oracle MySQL comes from (a chroot of Debian sid on hosts whose distribution has none): `kept`, the "
+             "version of the root's first install, whose packages the data cache keeps (the suite's newest the first "
+             "time); `newest`, the suite's newest now, kept from then on, with a warning when it is another version. "
+             "The manifest records the version and the date of the suite's Release.", engines=("mysql",)),
     Variable("os_cache", SizeShareOrUnbounded(), "64M",
              "the OS page cache the server may keep, beside `shared_buffers` (a size or a percentage of the data): "
              "a memory group (cgroup v1 or v2) bounds the server's processes, page cache included. `unbounded`: no "

@@ -26,9 +26,10 @@ def plot_time_per_layout(times: pd.DataFrame) -> str:
     return svg(fig)
 
 
-def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
-    """The comparison report of analyzed runs (by default beside the first, named after them all); refuses a
-    run given twice and runs whose modelled time was dilated differently."""
+def compare_runs(run_dirs: list[Path], out: Path | None = None) -> tuple[list[Path], list[str]]:
+    """The comparison report of analyzed runs (by default beside the first, named after them all), and what it
+    warns of (version_differences); refuses a run given twice and runs whose modelled time was dilated
+    differently."""
     # every run's manifest is checked before any run's tables are read
     dirs, dilations = {}, {}
     for run_dir in run_dirs:
@@ -43,10 +44,24 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> list[Path]:
         raise RunDirError(f"these runs' modelled time was dilated differently ({each}), so their times cannot be "
                           "compared; run them on tiers brought up with the same tiers_dilation")
     out = out or run_dirs[0].parent / ("compare_" + "__".join(dirs))[:200]
-    return write_comparison_report(out, {run_id: read_tables(run_dir) for run_id, run_dir in dirs.items()})
+    warnings = version_differences({run_id: read_manifest(run_dir) for run_id, run_dir in dirs.items()})
+    return write_comparison_report(out, {run_id: read_tables(run_dir) for run_id, run_dir in dirs.items()}, warnings), warnings
 
 
-def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]]) -> list[Path]:
+def version_differences(manifests: dict[str, dict]) -> list[str]:
+    """What the runs ran with that differs where it should not: one engine at several versions, the host's
+    kernel, tierlab itself. Runs of different engines are compared on purpose; their versions are not warned of."""
+    found = {}
+    for run_id, run in manifests.items():
+        engine = run.get("engine", {})
+        found.setdefault(f"{engine.get('name')} version", {}).setdefault(engine.get("version"), []).append(run_id)
+        found.setdefault("kernel", {}).setdefault(run.get("host", {}).get("kernel"), []).append(run_id)
+        found.setdefault("tierlab", {}).setdefault(run.get("versions", {}).get("tierlab"), []).append(run_id)
+    return [f"the runs differ in {what}: " + "; ".join(f"{value} ({', '.join(runs)})" for value, runs in values.items())
+            for what, values in found.items() if len(values) > 1]
+
+
+def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]], warnings: list[str]) -> list[Path]:
     """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category,
     the requests in flight on the tier that served most of them (while it was busy), and how its plan read each
     table (so that runs of different engines, plans or degrees of parallelism show why their patterns differ);
@@ -74,8 +89,10 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
     title = "tierlab comparison: " + ", ".join(runs)
     (out_dir / "compare.csv").write_text(side.to_csv(index=False, float_format="%.6g"))
     html_sections = ["<p>" + "<br>".join(html.escape(label) for label in runs) + "</p>",
+                     *[f'<p class="warning">{html.escape(warning)}</p>' for warning in warnings],
                      plot_time_per_layout(times), "<h2>Side by side</h2>", html_table(side.sort_values(["query", "run"]))]
     (out_dir / "report.html").write_text(page(title, html_sections))
-    (out_dir / "summary.md").write_text(f"# {title}\n\n## Elapsed seconds\n\n{md_table(times.reset_index())}\n\n"
+    (out_dir / "summary.md").write_text(f"# {title}\n\n" + "".join(f"**{warning}**\n\n" for warning in warnings)
+                                        + f"## Elapsed seconds\n\n{md_table(times.reset_index())}\n\n"
                                         f"## Side by side\n\n{md_table(side.sort_values(['query', 'run']))}\n")
     return [out_dir / "report.html", out_dir / "summary.md", out_dir / "compare.csv"]
