@@ -35,6 +35,7 @@ def _progress():
 def _analyze(args) -> None:
     import pandas as pd
 
+    from .placement.traced import device_profiles
     from .report.run import write_run_report
     from .runs.analyze import analyze
     from .runs.results import cut_traces, load_run, write_tables
@@ -44,8 +45,9 @@ def _analyze(args) -> None:
     run = load_run(run_dir)
     requests_path = run_dir / "tables" / "requests.parquet"
     requests_path.parent.mkdir(exist_ok=True)
+    profiles = device_profiles(args.profiles, [], Path()) if args.profiles else None
     tables = analyze(run, args.stream_window, args.random_threshold, args.repeat_threshold, args.tolerate_errors,
-                     _progress(), requests_path)
+                     _progress(), requests_path, profiles)
     queries = tables["queries"]
     for query, attempt in cut_traces(queries):
         print(f"warning: the trace of {query} try {attempt} has no end marker: it was cut short, and the "
@@ -253,6 +255,9 @@ def _run_commands(sub) -> None:
     p.set_defaults(func=_variables)
     p = sub.add_parser("analyze", help="write tables/ of a results directory from its raw traces")
     p.add_argument("run_dir")
+    p.add_argument("--profiles", metavar="fast=P,capacity=P",
+                   help="device profiles (names or .toml files) that the contract judges each tier by, e.g. a real "
+                        "device's fitted by playbooks/devices.yml; default: the emulated tiers' models")
     p.add_argument("--tolerate-errors", action="store_true",
                    help="skip (and count) unparseable trace lines instead of stopping at the first")
     p.add_argument("--stream-window", type=STREAM_WINDOW_ARG, default=STREAM_WINDOW,

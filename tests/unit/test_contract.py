@@ -103,7 +103,7 @@ def test_analyze_judges_each_query_on_each_tier_against_the_profile_its_emulator
     reads = "".join(read(1.1 + i / 1000, 1000 * i) for i in range(100))
     run = make_run(tmp_path, line(1.0, "tracing_mark_write: tierlab start q03_try1") + reads
                    + line(1.3, "tracing_mark_write: tierlab end q03_try1"))
-    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1", "profile": {
+    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "role": "capacity", "device": "7:1", "profile": {
         "name": "nand", "text": device_profile.profile_path("nand").read_text()}}]))
     found = analyze(load_run(run))["contract"]
     assert found[["query", "tier", "rule", "verdict"]].values.tolist() == [
@@ -111,6 +111,19 @@ def test_analyze_judges_each_query_on_each_tier_against_the_profile_its_emulator
         ["q03", "nand", "avoid crowded accesses", "kept"], ["q03", "nand", "control overall load", "kept"],
         ["q03", "nand", "avoid tiny accesses", "kept"], ["q03", "nand", "issue 4 KiB-aligned requests", "kept"],
         ["q03", "nand", "forget garbage collection", "kept"]]
+
+
+def test_a_real_device_is_judged_against_the_profile_given_for_its_role_and_the_parameters_name_it(tmp_path):
+    reads = "".join(read(1.1 + i / 1000, 1000 * i) for i in range(100))
+    run = make_run(tmp_path, line(1.0, "tracing_mark_write: tierlab start q03_try1") + reads
+                   + line(1.3, "tracing_mark_write: tierlab end q03_try1"))
+    unjudged = analyze(load_run(run))["contract"]
+    assert unjudged.loc[unjudged["rule"] == "random access is only half-bad", "verdict"].tolist() == ["not judged"]
+    fitted = device_profile.profile_path("nand")
+    tables = analyze(load_run(run), profiles={"capacity": fitted})
+    found = tables["contract"]
+    assert found.loc[found["rule"] == "random access is only half-bad", "verdict"].tolist() == ["broken"]
+    assert tables["parameters"]["profile_nand"].tolist() == [str(fitted)]
 
 
 def test_the_report_shows_a_row_of_verdicts_per_query_and_tier_and_the_evidence_of_all_but_kept():

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from ..catalog.analysis import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from ..devices import cost_model
+from ..devices import profiles as device_profiles
 from ..metrics.contract import contract
 from ..metrics.engine_view import engine_view
 from ..metrics.patterns import (
@@ -59,10 +60,12 @@ def _requests_file(path: Path | None):
 
 def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
             repeat_threshold: float = REPEAT_THRESHOLD, tolerate_errors: bool = False, progress=None,
-            requests_path: Path | None = None) -> dict[str, pd.DataFrame]:
+            requests_path: Path | None = None, profiles: dict[str, Path] | None = None) -> dict[str, pd.DataFrame]:
     """tables/ of a run: queries, query_metrics, tier_metrics, table_metrics, size_histogram, read_latency,
     trace_counts, and the parameters the metrics were computed with. The traces are read one query window
-    at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go."""
+    at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go.
+    profiles: a device profile file per tier role that the contract judges that tier by (a real device's fitted
+    by playbooks/devices.yml); by default the models the emulated tiers ran."""
     page_bytes = run.settings["page_size_bytes"]
     # runs from before fast_cache existed had none
     fast_cache = run.settings.get("fast_cache_bytes", 0)
@@ -125,11 +128,12 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
     else:
         queries["io_time_s"] = queries["io_time_undilated_s"] = np.nan
     tier_metrics = _with_device_model(pd.DataFrame(rows["tier"]), run.device_model)
+    judged_by, profile_sources = _contract_profiles(run, profiles or {})
     return {
         "queries": queries[QUERY_COLUMNS],
         "query_metrics": query_metrics,
         "tier_metrics": tier_metrics,
-        "contract": contract(tier_metrics, trace_counts, run.profiles()),
+        "contract": contract(tier_metrics, trace_counts, judged_by),
         "table_metrics": pd.DataFrame(rows["table"]),
         "plan_accesses": read_plan_accesses(run.path, run.settings["engine"], set(run.settings["placement"])),
         "size_histogram": pd.DataFrame(rows["size"]),
@@ -139,9 +143,22 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
                                      columns=["tier", "latency_le_us", "reads"]),
         "trace_counts": trace_counts,
         "parameters": pd.DataFrame([{"page_size_bytes": page_bytes, "stream_window": stream_window,
-                                     "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold}]),
+                                     "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold,
+                                     **{f"profile_{tier}": source for tier, source in profile_sources.items()}}]),
         **_throughput_tables(run.path),
     }
+
+
+def _contract_profiles(run: Run, given: dict[str, Path]) -> tuple[dict[str, dict | None], dict[str, str]]:
+    """Each tier's device profile for the contract, and where it came from: the file given for its role, else
+    the model its emulator ran, else none (a real device)."""
+    judged_by, sources = run.profiles(), {t["name"]: "the emulator's model" for t in run.tiers
+                                          if (t.get("profile") or {}).get("text")}
+    for tier in run.tiers:
+        if tier["role"] in given:
+            judged_by[tier["name"]] = device_profiles.load(given[tier["role"]])
+            sources[tier["name"]] = str(given[tier["role"]])
+    return judged_by, sources
 
 
 def _throughput_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
