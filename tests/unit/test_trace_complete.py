@@ -44,8 +44,8 @@ def test_each_tier_and_table_of_a_query_is_summarised_apart(tmp_path):
     # the 4 KiB read of orders comes between the two of lineitem in time, after them in page order
     run = make_run(tmp_path, read(1.0, 0) + line(1.1, "block_rq_issue: 7,0 R 4096 () 64 + 8 be,0,4 [mariadbd]")
                    + line(1.15, "block_rq_complete: 7,0 R () 64 + 8 be,0,4 [0]") + read(1.2, 32))
-    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "device": "7:1"},
-                                                        {"name": "optane", "device": "7:0"}]))
+    (run / "raw" / "tiers.json").write_text(json.dumps([{"name": "nand", "role": "capacity", "device": "7:1"},
+                                                        {"name": "optane", "role": "fast", "device": "7:0"}]))
     (run / "raw" / "extents.json").write_text(json.dumps({"files": [
         {"object": "lineitem", "path": "/t/lineitem.ibd", "device": "7:1", "extents": [[0, 0, 1 << 20]]},
         {"object": "orders", "path": "/t/orders.ibd", "device": "7:0", "extents": [[0, 0, 1 << 20]]}]}))
