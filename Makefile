@@ -17,7 +17,7 @@ TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-confi
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup tpch tiers teardown e5 test unit integration lint
+.PHONY: setup tpch tiers teardown e5 test test-long unit integration lint
 
 setup: $(STAMP) $(MODEL_LIBRARY)
 
@@ -54,7 +54,12 @@ unit: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q -x tests/unit
 
 integration: setup $(VENV)/.test-deps
-	$(BIN)/pytest -q -rs tests/integration
+	$(BIN)/pytest -q -rs -m "not long" tests/integration
+
+# the heavy tests of later features (two hosts over SSH, the device suite), which CI does not run: run them before
+# closing an issue that touches what they cover
+test-long: setup $(VENV)/.test-deps
+	$(BIN)/pytest -q -rs -m long tests/integration
 
 # where no policy-rc.d says otherwise, one that starts no service is in place while the packages install, so that
 # installing openssh-server does not start the host's sshd; it is removed again

@@ -43,12 +43,18 @@ repetitions: 2
 """
 
 
+# the fixtures whose tests are left to make test-long: minutes each, for features of their own (real hosts)
+LONG_FIXTURES = {"two_hosts", "devices"}
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test here is an integration test; they need root, and without it the suite fails at once, saying so,
     rather than passing what it did not run."""
     here = [item for item in items if item.path.is_relative_to(HERE)]
     for item in here:
         item.add_marker(pytest.mark.integration)
+        if LONG_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.long)
     if here and os.geteuid() != 0:
         raise pytest.UsageError("the integration tests need root (loop devices, mounts, cgroups, tracing, database "
                                 "servers): run them as root (make integration), or the unit tests alone (make unit)")

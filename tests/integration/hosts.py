@@ -2,13 +2,14 @@
 loopback address of its own (127.0.0.2, 127.0.0.3), with a host key, an authorized key and a configuration the
 tests make. node-a is reached as a user of the tests' own who becomes root through sudo, node-b as root. What is
 made here (the user, its sudoers file, the sshd privilege separation directory when it was missing, the sshd
-processes) is removed again by close(), and nothing else on the host is touched."""
+processes, its home) is removed again by close(), and nothing else on the host is touched."""
 
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ HOSTS = {"node-a": ("127.0.0.2", USER, 37), "node-b": ("127.0.0.3", "root", 39)}
 SSHD_CONFIG = """ListenAddress {address}:{port}
 HostKey {here}/host_key
 PidFile {here}/{name}.pid
-AuthorizedKeysFile {here}/authorized_keys
+AuthorizedKeysFile {home}/authorized_keys
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -46,12 +47,15 @@ class SshHosts:
         """The user, the keys, an sshd per host; the inventory that reaches them."""
         if command(["id", USER], "id", 60).returncode == 0:
             raise AssertionError(f"a user {USER} exists already: a test run that failed left it (userdel -r {USER})")
-        home = self.here / "home"
+        # sshd reads the authorized keys as the user, so they live where the user can reach them: pytest's own
+        # directories are root's alone
+        home = Path(tempfile.mkdtemp(prefix=f"{USER}-"))
+        self.made.append(("tree", home))
         ok(["useradd", "--system", "--home-dir", str(home), "--shell", "/bin/sh", USER], "useradd")
         self.made.append(("user", USER))
         # no password, and not locked: sshd without PAM refuses a locked account even to a key
         ok(["usermod", "--password", "*", USER], "usermod")
-        home.mkdir()
+        home.chmod(0o755)
         shutil.chown(home, USER, USER)
         SUDOERS.write_text(f"{USER} ALL=(ALL) NOPASSWD: ALL\n")
         SUDOERS.chmod(0o440)
@@ -61,10 +65,11 @@ class SshHosts:
             self.made.append(("directory", PRIVSEP_DIR))
         ok(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.here / "host_key")], "ssh-keygen (host)")
         ok(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.here / "id_ed25519")], "ssh-keygen (client)")
-        shutil.copy(self.here / "id_ed25519.pub", self.here / "authorized_keys")
+        shutil.copy(self.here / "id_ed25519.pub", home / "authorized_keys")
+        shutil.chown(home / "authorized_keys", USER, USER)
         for name, (address, _, _) in HOSTS.items():
             config = self.here / f"{name}.sshd_config"
-            config.write_text(SSHD_CONFIG.format(address=address, port=PORT, here=self.here, name=name))
+            config.write_text(SSHD_CONFIG.format(address=address, port=PORT, here=self.here, home=home, name=name))
             self.logs.append(open(self.here / f"{name}.sshd.log", "w"))
             self.sshd[name] = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=self.logs[-1])
             wait_listening(name, address, self.sshd[name])
@@ -105,6 +110,8 @@ class SshHosts:
                 ok(["userdel", what], "userdel")
             elif kind == "file":
                 what.unlink()
+            elif kind == "tree":
+                shutil.rmtree(what)
             else:
                 what.rmdir()
 
