@@ -16,12 +16,18 @@ def use_record(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
 
 
-def test_a_recorded_query_loop_is_stopped_and_its_record_removed(tmp_path, monkeypatch):
-    use_record(tmp_path, monkeypatch)
-    spec = str(tmp_path / "run_spec.json")
+def start_loop(spec: str) -> subprocess.Popen:
+    """A process whose command line names the run's spec file, as a query loop's does, once it is running."""
     loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
                             stdout=subprocess.PIPE, text=True)
     assert loop.stdout.readline() == "ready\n"
+    return loop
+
+
+def test_a_recorded_query_loop_is_stopped_and_its_record_removed(tmp_path, monkeypatch):
+    use_record(tmp_path, monkeypatch)
+    spec = str(tmp_path / "run_spec.json")
+    loop = start_loop(spec)
     entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": "r1"}
     record.add(**entry)
     runner.stop_recorded(entry)
@@ -46,10 +52,8 @@ def test_a_recorded_query_loop_whose_pid_runs_another_program_now_is_left_alone(
 def test_a_root_whose_query_loop_runs_is_refused_with_its_run_named(tmp_path, monkeypatch):
     use_record(tmp_path, monkeypatch)
     spec = str(tmp_path / "run_spec.json")
-    loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
-                            stdout=subprocess.PIPE, text=True)
+    loop = start_loop(spec)
     try:
-        assert loop.stdout.readline() == "ready\n"
         record.add("query_loop", pid=loop.pid, marker=spec, run_id="20261126T221455Z_postgresql_ssb-sf1_None")
         with pytest.raises(HostError) as err:
             runner.require_root_free()
@@ -75,10 +79,8 @@ def test_the_record_of_a_query_loop_that_is_gone_is_let_go(tmp_path, monkeypatch
 def test_the_loop_of_the_run_being_resumed_is_stopped_and_its_record_removed(tmp_path, monkeypatch):
     use_record(tmp_path, monkeypatch)
     spec = str(tmp_path / "run_spec.json")
-    loop = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", spec],
-                            stdout=subprocess.PIPE, text=True)
+    loop = start_loop(spec)
     try:
-        assert loop.stdout.readline() == "ready\n"
         entry = {"kind": "query_loop", "pid": loop.pid, "marker": spec, "run_id": "r1"}
         record.add(**entry)
         assert runner.require_root_free(resuming="r1") == {"changed": True, "let_go": [], "stopped": [entry]}
