@@ -17,14 +17,23 @@ NOT_IN_THE_REPOSITORY = {
     "summary.md": "a report tierlab writes into a run's (or a study's) directory",
     "playbooks/inventory/real.yml": "the user's own copy of playbooks/inventory/real.example.yml",
 }
+# what the emulator's Makefile builds
+BUILT = {"emulator/tierlab-emu", "emulator/libtierlab-model.so"}
+# a run's or a study's directory under results/, which tierlab writes: its id begins with the time it started
+OUTPUT = re.compile(r"results/\d{8}T\d{6}Z_")
 # the changelog names what was renamed or removed
 HISTORY = ("CHANGELOG.md",)
 
 
-def _text_files() -> list[Path]:
+def _repository_files() -> list[str]:
+    """The files of the repository, as git lists them: not what a run, a build or an install left beside them."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                             capture_output=True, text=True, check=True, timeout=120).stdout.split()
-    files = [ROOT / name for name in listed if (ROOT / name).is_file()]
+    return [name for name in listed if (ROOT / name).is_file()]
+
+
+def _text_files() -> list[Path]:
+    files = [ROOT / name for name in _repository_files()]
     return [path for path in files if path.suffix not in (".parquet", ".png", ".so") and b"\0" not in path.read_bytes()]
 
 
@@ -47,13 +56,16 @@ def test_no_file_names_the_documents_the_project_was_specified_in():
 
 def test_every_path_a_file_names_is_in_the_repository():
     missing = []
-    documents = {path.name for path in ROOT.rglob("*.md") if ".venv" not in path.parts}
+    files = _repository_files()
+    # the repository's files, the directories that hold them, and what a build makes of them
+    present = set(files) | {str(parent) for name in files for parent in Path(name).parents} | BUILT
+    documents = {Path(name).name for name in files if name.endswith(".md")}
     for path in _text_files():
         if path.name in HISTORY:
             continue
         text = path.read_text(errors="replace")
         missing += [f"{path.relative_to(ROOT)} names {named}" for named in sorted(_named_paths(text))
-                    if not (ROOT / named).exists() and named not in NOT_IN_THE_REPOSITORY]
+                    if named not in present and named not in NOT_IN_THE_REPOSITORY and not OUTPUT.match(named)]
         missing += [f"{path.relative_to(ROOT)} names {name}" for name in sorted(set(DOCUMENT.findall(text)))
                     if name not in documents and name not in NOT_IN_THE_REPOSITORY]
     assert missing == []
