@@ -151,6 +151,8 @@ def _recommend(args) -> None:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "recommend.json").write_text(json.dumps(result, indent=1))
+        for name, script in result["migration"]["plan"].get("files", {}).items():
+            (out / name).write_text(script)
         for name, table in tables.items():
             table.to_csv(out / f"{name}.csv", index=False, float_format="%.6g")
         write_recommend_report(out, result, text)
@@ -319,7 +321,8 @@ def _placement_commands(sub) -> None:
     p.add_argument("--weights", metavar="q03=2,q10=1", help="the queries to optimise for and their weights "
                                                               "(default: every traced query, weight 1)")
     p.add_argument("--from-layout", metavar="LAYOUT", help="the layout to migrate from (default: the traced run's)")
-    p.add_argument("--out", metavar="DIR", help="also write recommend.json and the layouts and curves as CSV here")
+    p.add_argument("--out", metavar="DIR", help="also write recommend.json, the layouts and curves as CSV, and the "
+                                                "migration's scripts with their undo (migration.sql or .sh) here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_recommend)
     p = sub.add_parser("planner-costs", help="PostgreSQL's seq_page_cost, random_page_cost and "

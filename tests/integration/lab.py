@@ -135,6 +135,15 @@ class Lab:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
+    def psql(self, database: str, *args: str) -> subprocess.CompletedProcess:
+        """The root's PostgreSQL instance's own psql on database, connected as the host agent connects (its socket,
+        its passfile); unaligned, tab-separated, tuples only."""
+        spec = json.loads(Path(self.root, "instances", "postgresql-8k", "engine.json").read_text())
+        conninfo = (f"host={spec['socket_dir']} port={spec['port']} user=postgres dbname={database} "
+                    f"passfile={spec['password_file']}")
+        return command([f"{spec['bindir']}/psql", "-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-F", "\t",
+                        "-d", conninfo, *args], "psql", 300)
+
 
 def read_csv(path: Path) -> pd.DataFrame:
     """A CSV tierlab wrote, with only empty fields missing: "None" is a layout, not a missing value."""

@@ -12,6 +12,7 @@ from ..errors import InputError, RunDirError
 from ..runs.manifest import tiers_dilation
 from ..runs.results import read_table
 from ..runs.settings import human_bytes
+from .migration_script import migration_plan
 from .predict import TracedQuery, all_layouts, best_at, cache_curve, capacity_curve, migration, predict_layouts
 from .traced import device_profiles, give_back_freed_memory, traced_query, traced_runs, window
 
@@ -63,6 +64,7 @@ def format_summary(result: dict) -> str:
         f"{result['lru_predicted_s']:.3f} s): {result['verdict']} is faster.",
         f"Migration from {result['migration']['from_layout']}: {', '.join(result['migration']['tables']) or 'nothing'} "
         f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
+        *_migration_lines(result["migration"]["plan"]),
         f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
     ]
@@ -74,6 +76,19 @@ def format_summary(result: dict) -> str:
               for r in result["cache_curve"]]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in result["assumptions"]]
     return "\n".join(lines)
+
+
+def _migration_lines(plan: dict) -> list[str]:
+    """The migration's statements, step by step, or why there are none."""
+    if "unavailable" in plan:
+        return [f"No migration script: {plan['unavailable']}."]
+    if not plan["steps"]:
+        return []
+    lines = [f"How, on {plan['engine']} ({plan['method']}; with --out, the scripts and their undo):"]
+    for step in plan["steps"]:
+        lines += [f"  {step['table']}: {human_bytes(step['bytes'])} to the {step['to']} tier, about "
+                  f"{step['predicted_s']:.3g} s; lock: {step['lock']}"] + [f"    {line}" for line in step["lines"]]
+    return lines
 
 
 def parse_weights(text: str | None, queries: list[str]) -> dict[str, float]:
@@ -142,6 +157,11 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
                                                        profiles.load(profile_files[dst])) / run_dilation
                  for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
     best = best_at(curve, capacity_bytes)
-    moved = migration(table_bytes, start, parse_layout(best["layout"], workload), rates)
+    end = parse_layout(best["layout"], workload)
+    moved = migration(table_bytes, start, end, rates)
+    try:
+        moved["plan"] = migration_plan(first, start, end, rates)
+    except RunDirError as error:
+        moved["plan"] = {"unavailable": str(error)}
     result = summary(queries, predicted, curve, cache, best, moved, capacity_bytes, first["layout"]["name"], from_layout)
     return result, {"layouts": predicted, "capacity_curve": curve, "cache_curve": cache}

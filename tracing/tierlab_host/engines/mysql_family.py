@@ -103,7 +103,9 @@ class MysqlFamily:
 
     def facts(self) -> dict:
         return {"name": self.name, "version": self.rows("SELECT VERSION()")[0][0], "source": self.spec["source"],
-                "settings": self._variables("VARIABLES", self.spec["settings"])}
+                "settings": self._variables("VARIABLES", self.spec["settings"]),
+                # where a table of each tier role is made: DATA DIRECTORY, the directory a move takes it to
+                "table_dirs": self.spec["tier_dirs"]}
 
     def counters(self, database: str) -> dict:
         return {name: int(value) for name, value in self._variables("STATUS", COUNTERS).items()}

@@ -1,0 +1,156 @@
+"""The steps that move a run's tables from one layout to another on its engine, as a DBA applies them: for each
+step the objects it moves, the bytes it copies (as much free space needed on the target tier), the log it writes,
+its predicted time on the measured devices, the lock or downtime it costs, and its undo; and the two scripts.
+
+PostgreSQL moves a table online in SQL: ALTER TABLE ... SET TABLESPACE copies the table (with its TOAST) to the
+other tablespace, ALTER INDEX ... SET TABLESPACE each index. The MySQL family cannot: MariaDB ignores DATA DIRECTORY
+in ALTER TABLE, and MySQL takes a table's directory only when it creates it. So a table's .ibd is moved with the
+server stopped, as tierlab moves its own (tracing/tierlab_host/engines/mysql_family.py): MariaDB follows the .isl
+file beside the table's definition, MySQL finds the file in innodb_directories when it starts."""
+
+import shlex
+
+from ..catalog.engines import ENGINES
+from ..catalog.layout import CAPACITY, FAST
+from ..errors import RunDirError
+from ..runs.settings import human_bytes
+
+PSQL = "psql -X -v ON_ERROR_STOP=1"
+# the MySQL family's script: a table's file may only move while no server has it open
+SHELL_FUNCTIONS = """set -eu
+# whether a process has the file open: the server must be stopped for the whole script
+in_use() {
+  for fd in /proc/[0-9]*/fd/*; do
+    [ "$(readlink "$fd" 2>/dev/null)" = "$1" ] && return 0
+  done
+  return 1
+}
+# move FILE to its new path by a synced copy renamed into place; then point the .isl (MariaDB) at it, if one is given
+move() {
+  if in_use "$1"; then echo "$1 is open: stop the server first" >&2; exit 1; fi
+  mkdir -p "$(dirname "$2")"
+  chown mysql:mysql "$(dirname "$2")"
+  cp --sparse=always --preserve=all "$1" "$2.moving"
+  sync "$2.moving"
+  mv "$2.moving" "$2"
+  rm "$1"
+  if [ -n "$3" ]; then printf '%s' "$2" > "$3"; chown mysql:mysql "$3"; fi
+}"""
+
+
+def _steps(m: dict, start: dict[str, str], end: dict[str, str], bytes_per_s: dict[tuple[str, str], float]) -> list[dict]:
+    """The tables whose tier changes from start to end ({table: tier role}): those leaving the fast tier first, so
+    that the space they free is there before the tables that take it arrive; then by name."""
+    tables = m["layout"]["tables"]
+    moved = sorted((t for t in tables if start[t] != end[t]), key=lambda t: (start[t] != FAST, t))
+    return [{"table": table, "from": start[table], "to": end[table],
+             "indexes": sorted({f["object"] for f in tables[table]["files"] if f["kind"] == "index"}),
+             "bytes": int(tables[table].get("stored_bytes", tables[table]["size_bytes"])),
+             "predicted_s": int(tables[table].get("stored_bytes", tables[table]["size_bytes"]))
+             / bytes_per_s[(start[table], end[table])]}
+            for table in moved]
+
+
+def _identifier(name: str) -> str:
+    """A PostgreSQL identifier as it must be written: quoted unless it is lower case letters, digits and _."""
+    plain = name[:1].isalpha() or name[:1] == "_"
+    plain = plain and all(c.islower() or c.isdigit() or c == "_" for c in name)
+    return name if plain else '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _tablespaces(m: dict) -> dict[str, dict]:
+    """Each tier role's tablespace: the one whose location is under the tier's path."""
+    found = {}
+    for tier in m["tiers"]:
+        names = [(name, ts["location"]) for name, ts in m["engine"].get("tablespaces", {}).items()
+                 if ts["location"].startswith(tier["path"].rstrip("/") + "/")]
+        if len(names) != 1:
+            raise RunDirError(f"run {m['run_id']}: {len(names)} tablespaces lie on the {tier['role']} tier "
+                              f"({tier['path']}); a migration script needs exactly one there")
+        found[tier["role"]] = {"name": names[0][0], "location": names[0][1], "tier": tier["name"]}
+    return found
+
+
+def _postgresql(m: dict, steps: list[dict], undo: list[dict]) -> dict:
+    spaces = _tablespaces(m)
+    for step in steps + undo:
+        space = spaces[step["to"]]["name"]
+        step["lines"] = ([f"ALTER TABLE {_identifier(step['table'])} SET TABLESPACE {_identifier(space)};"]
+                         + [f"ALTER INDEX {_identifier(index)} SET TABLESPACE {_identifier(space)};"
+                            for index in step["indexes"]])
+        step["log"] = (f"about {human_bytes(step['bytes'])} of WAL (every page copied is logged unless wal_level = "
+                       "minimal), which each standby replays")
+        step["lock"] = (f"ACCESS EXCLUSIVE on {step['table']}, then on each of its indexes, while it is copied: the "
+                        f"table's reads and writes wait (online instead: pg_repack --no-order --tablespace={space} "
+                        f"--moveidx --table={step['table']})")
+    created = [f"SELECT format('CREATE TABLESPACE %I LOCATION %L', {_literal(ts['name'])}, {_literal(ts['location'])})"
+               f" WHERE NOT EXISTS (SELECT FROM pg_tablespace WHERE spcname = {_literal(ts['name'])}) \\gexec"
+               for _, ts in sorted(spaces.items())]
+    notes = [f"Apply with: {PSQL} -d {shlex.quote(m['settings']['database'])} -f FILE",
+             "The tablespaces are made where they are missing. A standby replays CREATE TABLESPACE into the same "
+             "directory: make it there first, empty and owned by postgres."]
+    return {"method": "online, in SQL: each table and index copied under its lock", "downtime_s": 0.0,
+            "tiers": {role: f"tablespace {ts['name']} ({ts['location']})" for role, ts in spaces.items()},
+            "files": {"migration.sql": _script("--", notes, created, steps),
+                      "migration-undo.sql": _script("--", notes[:1], [], undo)}}
+
+
+def _mysql_family(m: dict, steps: list[dict], undo: list[dict]) -> dict:
+    engine = m["engine"]
+    dirs = engine.get("table_dirs")
+    if not dirs:
+        raise RunDirError(f"run {m['run_id']} does not record its engine's table directories (runs before tierlab "
+                          "kept them): run the layout again to get a migration script")
+    database = m["settings"]["database"]
+    mariadb = engine["name"] == "mariadb"
+    datadir = engine.get("settings", {}).get("datadir", "").rstrip("/")
+
+    for step in steps + undo:
+        # a table's file is <its tier's table directory>/<database>/<table>.ibd: MySQL takes a file-per-table
+        # tablespace only in a directory named after its database
+        files = [shlex.quote(f"{dirs[role]}/{database}/{step['table']}.ibd") for role in (step["from"], step["to"])]
+        isl = shlex.quote(f"{datadir}/{database}/{step['table']}.isl") if mariadb else "''"
+        step["lines"] = [f"move {files[0]} {files[1]} {isl}"]
+        step["log"] = "no redo or binary log (the file is copied outside the server); each replica moves its own"
+        step["lock"] = "the server stopped for the whole script"
+    found = ("MariaDB reads each moved table's .isl when it opens it" if mariadb else
+             f"MySQL finds the moved files when it starts: innodb_directories must list {dirs[FAST]} and "
+             f"{dirs[CAPACITY]}")
+
+    def notes(ordered: list[dict]) -> list[str]:
+        return [f"Offline: stop the server, run this as root, start the server ({found}).",
+                f"Downtime: about {sum(step['predicted_s'] for step in ordered):.3g} s of copying on the measured "
+                "devices."]
+
+    return {"method": "offline: each table's file moved with the server stopped",
+            "downtime_s": sum(step["predicted_s"] for step in steps),
+            "tiers": {role: f"DATA DIRECTORY {directory}" for role, directory in dirs.items()},
+            "files": {"migration.sh": "#!/bin/sh\n" + _script("#", notes(steps), [SHELL_FUNCTIONS], steps),
+                      "migration-undo.sh": "#!/bin/sh\n" + _script("#", notes(undo), [SHELL_FUNCTIONS], undo)}}
+
+
+def _script(comment: str, notes: list[str], code: list[str], steps: list[dict]) -> str:
+    """A script's text: its notes as comments and the code its steps need, then each step with what it costs."""
+    lines = [f"{comment} {note}" for note in notes] + [""] + (code + [""] if code else [])
+    for number, step in enumerate(steps, 1):
+        lines += [f"{comment} Step {number} of {len(steps)}: {step['table']} (indexes: "
+                  f"{', '.join(step['indexes']) or 'none'}) from the {step['from']} tier to the {step['to']} tier: "
+                  f"{human_bytes(step['bytes'])} copied (as much free space needed there), about "
+                  f"{step['predicted_s']:.3g} s on the measured devices; {step['log']}.",
+                  f"{comment} Lock: {step['lock']}.", *step["lines"], ""]
+    return "\n".join(lines)
+
+
+def migration_plan(m: dict, start: dict[str, str], end: dict[str, str],
+                   bytes_per_s: dict[tuple[str, str], float]) -> dict:
+    """How to move the tables of the run whose manifest is m from one placement to another ({table: tier role}) on
+    its engine: the method, where each tier's tables go, the steps (each with its lines, log and lock), those of
+    the undo, the downtime, and the two scripts' texts."""
+    steps, undo = _steps(m, start, end, bytes_per_s), _steps(m, end, start, bytes_per_s)
+    family = ENGINES[m["engine"]["name"]].family
+    plan = _postgresql(m, steps, undo) if family == "postgresql" else _mysql_family(m, steps, undo)
+    return {"engine": m["engine"]["name"], "database": m["settings"]["database"], "steps": steps, "undo": undo, **plan}

@@ -1,0 +1,97 @@
+"""The statements that move a run's tables to another layout: PostgreSQL's in SQL, the MySQL family's offline."""
+
+import pytest
+
+from tierlab.errors import RunDirError
+from tierlab.placement.migration_script import migration_plan
+
+TIERS = [{"name": "optane", "role": "fast", "path": "/t/optane"}, {"name": "nand", "role": "capacity", "path": "/t/nand"}]
+TABLES = {
+    "customer": {"tier": "fast", "size_bytes": 4 << 20, "stored_bytes": 4 << 20,
+                 "files": [{"object": "customer", "kind": "table"}, {"object": "customer.fsm", "kind": "table"},
+                           {"object": "customer_pkey", "kind": "index"}]},
+    "lineitem": {"tier": "capacity", "size_bytes": 64 << 20, "stored_bytes": 32 << 20,
+                 "files": [{"object": "lineitem", "kind": "table"}, {"object": "lineitem_pkey", "kind": "index"},
+                           {"object": "Lineitem Suppkey", "kind": "index"}]},
+    "nation": {"tier": "capacity", "size_bytes": 8192, "files": [{"object": "nation", "kind": "table"}]},
+}
+START = {"customer": "fast", "lineitem": "capacity", "nation": "capacity"}
+END = {"customer": "capacity", "lineitem": "fast", "nation": "capacity"}
+# 1 MiB/s from the fast tier to the capacity tier, 2 MiB/s the other way
+RATES = {("fast", "capacity"): float(1 << 20), ("capacity", "fast"): float(2 << 20)}
+POSTGRESQL = {"name": "postgresql", "version": "15.18",
+              "tablespaces": {"tierlab_fast": {"location": "/t/optane/postgresql-8k/tablespace", "options": ""},
+                              "tierlab_capacity": {"location": "/t/nand/postgresql-8k/tablespace", "options": ""}}}
+MARIADB = {"name": "mariadb", "version": "10.11.19-MariaDB", "settings": {"datadir": "/t/nand/mariadb-16k/datadir/"},
+           "table_dirs": {"fast": "/t/optane/mariadb-16k/tables", "capacity": "/t/nand/mariadb-16k/tables"}}
+
+
+def manifest(engine: dict) -> dict:
+    return {"run_id": "r1", "tiers": TIERS, "engine": engine, "settings": {"database": "tpch_sf1"},
+            "layout": {"name": "C", "tables": TABLES}}
+
+
+def test_the_table_leaving_the_fast_tier_moves_first_with_its_indexes_and_the_undo_moves_them_back():
+    plan = migration_plan(manifest(POSTGRESQL), START, END, RATES)
+    assert [(s["table"], s["from"], s["to"], s["bytes"], s["predicted_s"]) for s in plan["steps"]] == [
+        ("customer", "fast", "capacity", 4 << 20, 4.0), ("lineitem", "capacity", "fast", 32 << 20, 16.0)]
+    assert [(s["table"], s["from"], s["to"]) for s in plan["undo"]] == [
+        ("lineitem", "fast", "capacity"), ("customer", "capacity", "fast")]
+
+
+def test_postgresql_moves_each_table_and_each_index_by_set_tablespace_with_names_quoted_as_needed():
+    plan = migration_plan(manifest(POSTGRESQL), START, END, RATES)
+    assert [s["lines"] for s in plan["steps"]] == [
+        ["ALTER TABLE customer SET TABLESPACE tierlab_capacity;",
+         "ALTER INDEX customer_pkey SET TABLESPACE tierlab_capacity;"],
+        ["ALTER TABLE lineitem SET TABLESPACE tierlab_fast;",
+         'ALTER INDEX "Lineitem Suppkey" SET TABLESPACE tierlab_fast;',
+         "ALTER INDEX lineitem_pkey SET TABLESPACE tierlab_fast;"]]
+    assert plan["undo"][0]["lines"][0] == "ALTER TABLE lineitem SET TABLESPACE tierlab_capacity;"
+    assert plan["downtime_s"] == 0.0
+
+
+def test_postgresql_s_script_makes_a_missing_tablespace_and_says_each_step_s_bytes_wal_and_lock():
+    script = migration_plan(manifest(POSTGRESQL), START, END, RATES)["files"]["migration.sql"].splitlines()
+    assert script[0] == "-- Apply with: psql -X -v ON_ERROR_STOP=1 -d tpch_sf1 -f FILE"
+    assert ("SELECT format('CREATE TABLESPACE %I LOCATION %L', 'tierlab_fast', '/t/optane/postgresql-8k/tablespace') "
+            "WHERE NOT EXISTS (SELECT FROM pg_tablespace WHERE spcname = 'tierlab_fast') \\gexec") in script
+    assert ("-- Step 1 of 2: customer (indexes: customer_pkey) from the fast tier to the capacity tier: 4.0 MiB copied "
+            "(as much free space needed there), about 4 s on the measured devices; about 4.0 MiB of WAL (every page "
+            "copied is logged unless wal_level = minimal), which each standby replays.") in script
+    assert ("-- Lock: ACCESS EXCLUSIVE on customer, then on each of its indexes, while it is copied: the table's reads "
+            "and writes wait (online instead: pg_repack --no-order --tablespace=tierlab_capacity --moveidx "
+            "--table=customer).") in script
+
+
+def test_mariadb_moves_each_table_s_file_offline_and_points_its_isl_at_the_new_place():
+    plan = migration_plan(manifest(MARIADB), START, END, RATES)
+    assert [s["lines"] for s in plan["steps"]] == [
+        ["move /t/optane/mariadb-16k/tables/tpch_sf1/customer.ibd /t/nand/mariadb-16k/tables/tpch_sf1/customer.ibd "
+         "/t/nand/mariadb-16k/datadir/tpch_sf1/customer.isl"],
+        ["move /t/nand/mariadb-16k/tables/tpch_sf1/lineitem.ibd /t/optane/mariadb-16k/tables/tpch_sf1/lineitem.ibd "
+         "/t/nand/mariadb-16k/datadir/tpch_sf1/lineitem.isl"]]
+    assert plan["downtime_s"] == 20.0
+    script = plan["files"]["migration.sh"].splitlines()
+    assert script[:3] == ["#!/bin/sh", "# Offline: stop the server, run this as root, start the server (MariaDB reads "
+                                       "each moved table's .isl when it opens it).",
+                          "# Downtime: about 20 s of copying on the measured devices."]
+
+
+def test_mysql_finds_moved_files_in_innodb_directories_and_has_no_isl():
+    plan = migration_plan(manifest({**MARIADB, "name": "mysql"}), START, END, RATES)
+    assert plan["steps"][0]["lines"] == [
+        "move /t/optane/mariadb-16k/tables/tpch_sf1/customer.ibd /t/nand/mariadb-16k/tables/tpch_sf1/customer.ibd ''"]
+    assert ("innodb_directories must list /t/optane/mariadb-16k/tables and /t/nand/mariadb-16k/tables"
+            in plan["files"]["migration.sh"])
+
+
+def test_a_run_that_did_not_record_its_table_directories_has_no_script_and_says_why():
+    engine = {key: value for key, value in MARIADB.items() if key != "table_dirs"}
+    with pytest.raises(RunDirError, match="run r1 does not record its engine's table directories"):
+        migration_plan(manifest(engine), START, END, RATES)
+
+
+def test_a_placement_that_moves_nothing_has_no_step():
+    plan = migration_plan(manifest(POSTGRESQL), START, START, RATES)
+    assert (plan["steps"], plan["undo"]) == ([], [])
