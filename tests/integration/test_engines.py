@@ -208,7 +208,9 @@ def test_an_innodb_variable_for_postgresql_fails_before_anything_is_touched(lab,
 def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(mysql_runs):
     manifest = json.loads((mysql_runs["C+O"] / "manifest.json").read_text())
     assert manifest["engine"]["version"].startswith("9.")
-    assert manifest["engine"]["source"].startswith("Debian sid (http://deb.debian.org/debian) in the chroot ")
+    assert manifest["engine"]["source"].startswith("Debian sid (http://deb.debian.org/debian, Release of ")
+    assert " in the chroot /var/lib/tierlab-test/chroots/debian-sid, package mysql-server-core" in \
+        manifest["engine"]["source"]
     assert manifest["engine"]["settings"]["innodb_page_size"] == "16384"
     for table, where in manifest["layout"]["tables"].items():
         expected = "optane" if table in ("customer", "orders") else "nand"

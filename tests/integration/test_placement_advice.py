@@ -81,12 +81,23 @@ def test_weights_for_a_query_the_run_did_not_trace_are_refused(layout_runs):
 def test_out_writes_the_answer_the_layouts_the_curves_and_a_page_with_them_plotted(advice):
     result, out = advice
     assert sorted(p.name for p in out.iterdir()) == [
-        "cache_curve.csv", "capacity_curve.csv", "layouts.csv", "recommend.json", "report.html"]
+        "cache_curve.csv", "capacity_curve.csv", "layouts.csv", "migration-undo.sh", "migration.sh", "recommend.json",
+        "report.html"]
     assert json.loads((out / "recommend.json").read_text()) == result
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 1
     assert "Placement against caching, by fast-tier capacity" in page
     assert f"<h1>tierlab recommend: {result['layout']} for 12 MiB of fast tier</h1>" in page
+
+
+def test_the_migration_script_moves_each_table_that_changes_tier_on_mariadb_offline(advice, layout_runs):
+    result, out = advice
+    plan = result["migration"]["plan"]
+    assert sorted(step["table"] for step in plan["steps"]) == result["migration"]["tables"]
+    tables = json.loads((layout_runs["C+O"] / "manifest.json").read_text())["layout"]["tables"]
+    # each move takes the table's file from where the traced run had it
+    assert [line.split()[1] for line in (out / "migration.sh").read_text().splitlines() if line.startswith("move ")] \
+        == [tables[step["table"]]["path"] for step in plan["steps"]]
 
 
 def _sparse_table_file(path: Path) -> bytes:

@@ -69,8 +69,11 @@ def test_the_read_only_window_reads_the_sysbench_tables_on_the_fast_device(sysbe
     sysbench_reads = reads[reads["object"].astype(str).str.startswith("sbtest")]
     assert len(sysbench_reads) > 0
     assert set(sysbench_reads["tier"]) == {"optane"}
-    # nothing of sysbench's tables is read on the capacity tier, and little that no table owns
-    assert (reads["object"] == "other").mean() <= 0.05
+    # every read of the fast tier, where the layout put both tables, is one of theirs; what no table owns (InnoDB's
+    # system tablespace, undo and redo, on the capacity tier) is read there only, in a share that depends on how
+    # much background work a busy host left to this window
+    assert set(reads.loc[reads["tier"] == "optane", "object"].astype(str)) == {"sbtest1", "sbtest2"}
+    assert set(reads.loc[reads["object"] == "other", "tier"]) <= {"nand"}
 
 
 @pytest.mark.parametrize("engine", ["mariadb", "postgresql", "mysql"])

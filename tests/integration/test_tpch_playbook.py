@@ -195,14 +195,14 @@ def wait_for(what: str, ready, agent: subprocess.Popen, limit_s: float = 120) ->
 
 def test_a_run_on_a_root_whose_query_loop_runs_is_refused_and_the_loop_stopped_by_sigterm_keeps_its_rows(
         lab, layout_runs, tmp_path):
-    """The host agent's query loop on the C+O run's spec, warm, with two queries of its own: SELECT 1, then a 30 s
+    """The host agent's query loop on the C+O run's spec, warm, with two queries of its own: SELECT 1, then a 600 s
     sleep. While the sleep runs, a playbook on the root is refused, naming the loop's run; then the loop gets
     SIGTERM."""
     spec = json.loads((layout_runs["C+O"] / "config" / "run_spec.json").read_text())
     queries_dir = tmp_path / "queries"
     queries_dir.mkdir()
     (queries_dir / "q01.sql").write_text("SELECT 1;\n")
-    (queries_dir / "q02.sql").write_text("SELECT SLEEP(30);\n")
+    (queries_dir / "q02.sql").write_text("SELECT SLEEP(600);\n")
     run_dir = tmp_path / "20261127T000000Z_mariadb_tpch-sf0.01_C+O"
     spec.update(run_dir=str(run_dir), queries_dir=str(queries_dir), queries=["q01", "q02"], cold=False)
     spec_file = tmp_path / "run_spec.json"
