@@ -72,12 +72,15 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     lab = Lab(tmp_path_factory.mktemp("results"))
-    # the tiers first, so every test sees the self-check they were brought up with, whatever ran before it
-    lab.playbook("tiers.yml")
-    lab.tiers_check = json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
-    yield lab
-    lab.playbook("teardown.yml", purge=True)
-    remove_torn_down_root(TEST_ROOT)
+    # torn down even when the tiers fail to come up: a root left behind would be the next suite's
+    try:
+        # the tiers first, so every test sees the self-check they were brought up with, whatever ran before it
+        lab.playbook("tiers.yml")
+        lab.tiers_check = json.loads(Path(lab.root, "state", "tiers-check.json").read_text())
+        yield lab
+    finally:
+        lab.playbook("teardown.yml", purge=True)
+        remove_torn_down_root(TEST_ROOT)
 
 
 @pytest.fixture(scope="session")
@@ -165,6 +168,7 @@ def two_hosts(tmp_path_factory):
             time.sleep(0.05)
         sessions = hosts.cut("node-a")
         cut_said = lines.rest(LOOP_WAIT_S)
+        hosts.start("node-a")
         (study_dir,) = (here / "results").iterdir()
         after_cut = json.loads((study_dir / "study.json").read_text())
         resumed = cli("study", "--resume", str(study_dir), "-i", str(inventory), *extra, timeout_s=1200)

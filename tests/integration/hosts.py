@@ -70,10 +70,15 @@ class SshHosts:
         for name, (address, _, _) in HOSTS.items():
             config = self.here / f"{name}.sshd_config"
             config.write_text(SSHD_CONFIG.format(address=address, port=PORT, here=self.here, home=home, name=name))
-            self.logs.append(open(self.here / f"{name}.sshd.log", "w"))
-            self.sshd[name] = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=self.logs[-1])
-            wait_listening(name, address, self.sshd[name])
+            self.start(name)
         return self.inventory()
+
+    def start(self, name: str) -> None:
+        """The host's sshd, listening."""
+        self.logs.append(open(self.here / f"{name}.sshd.log", "a"))
+        self.sshd[name] = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(self.here / f"{name}.sshd_config")],
+                                           stderr=self.logs[-1])
+        wait_listening(name, HOSTS[name][0], self.sshd[name])
 
     def inventory(self) -> Path:
         inventory = yaml.safe_load((ROOT / "playbooks" / "inventory" / "two-local.yml").read_text())
@@ -92,11 +97,19 @@ class SshHosts:
         return path
 
     def cut(self, name: str) -> list[int]:
-        """Drop every open connection to a host, as a network that fails would: its sshd's session processes are
-        killed (the listener stays, so the host can be reached again)."""
-        sessions = [int(pid) for pid in command(["pgrep", "-P", str(self.sshd[name].pid)], "pgrep", 60).stdout.split()]
+        """Lose a host as a network that fails would: every open connection to it dropped (its sshd's session
+        processes killed) and new ones refused (its listener stopped) until start() again. Dropping the open ones
+        alone is not enough: the next task would connect anew and the point go on."""
+        listener = self.sshd.pop(name)
+        # each connection is a privileged monitor and the user's own process under it, which holds the socket
+        sessions = descendants(listener.pid)
+        listener.terminate()
+        listener.wait(timeout=60)
         for pid in sessions:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         return sessions
 
     def close(self) -> None:
@@ -114,6 +127,14 @@ class SshHosts:
                 shutil.rmtree(what)
             else:
                 what.rmdir()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under pid, at any depth."""
+    found = []
+    for child in command(["pgrep", "-P", str(pid)], "pgrep", 60).stdout.split():
+        found += [int(child), *descendants(int(child))]
+    return found
 
 
 def ok(cmd: list[str], what: str) -> None:
