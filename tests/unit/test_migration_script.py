@@ -39,15 +39,15 @@ def test_the_table_leaving_the_fast_tier_moves_first_with_its_indexes_and_the_un
         ("lineitem", "fast", "capacity"), ("customer", "capacity", "fast")]
 
 
-def test_postgresql_moves_each_table_and_each_index_by_set_tablespace_with_names_quoted_as_needed():
+def test_postgresql_moves_each_table_and_each_index_by_set_tablespace_with_every_name_quoted():
     plan = migration_plan(manifest(POSTGRESQL), START, END, RATES)
     assert [s["lines"] for s in plan["steps"]] == [
-        ["ALTER TABLE customer SET TABLESPACE tierlab_capacity;",
-         "ALTER INDEX customer_pkey SET TABLESPACE tierlab_capacity;"],
-        ["ALTER TABLE lineitem SET TABLESPACE tierlab_fast;",
-         'ALTER INDEX "Lineitem Suppkey" SET TABLESPACE tierlab_fast;',
-         "ALTER INDEX lineitem_pkey SET TABLESPACE tierlab_fast;"]]
-    assert plan["undo"][0]["lines"][0] == "ALTER TABLE lineitem SET TABLESPACE tierlab_capacity;"
+        ['ALTER TABLE "customer" SET TABLESPACE "tierlab_capacity";',
+         'ALTER INDEX "customer_pkey" SET TABLESPACE "tierlab_capacity";'],
+        ['ALTER TABLE "lineitem" SET TABLESPACE "tierlab_fast";',
+         'ALTER INDEX "Lineitem Suppkey" SET TABLESPACE "tierlab_fast";',
+         'ALTER INDEX "lineitem_pkey" SET TABLESPACE "tierlab_fast";']]
+    assert plan["undo"][0]["lines"][0] == 'ALTER TABLE "lineitem" SET TABLESPACE "tierlab_capacity";'
     assert plan["downtime_s"] == 0.0
 
 

@@ -43,19 +43,19 @@ def _steps(m: dict, start: dict[str, str], end: dict[str, str], bytes_per_s: dic
     that the space they free is there before the tables that take it arrive; then by name."""
     tables = m["layout"]["tables"]
     moved = sorted((t for t in tables if start[t] != end[t]), key=lambda t: (start[t] != FAST, t))
-    return [{"table": table, "from": start[table], "to": end[table],
-             "indexes": sorted({f["object"] for f in tables[table]["files"] if f["kind"] == "index"}),
-             "bytes": int(tables[table].get("stored_bytes", tables[table]["size_bytes"])),
-             "predicted_s": int(tables[table].get("stored_bytes", tables[table]["size_bytes"]))
-             / bytes_per_s[(start[table], end[table])]}
-            for table in moved]
+    steps = []
+    for table in moved:
+        size = int(tables[table].get("stored_bytes", tables[table]["size_bytes"]))
+        steps.append({"table": table, "from": start[table], "to": end[table],
+                      "indexes": sorted({f["object"] for f in tables[table]["files"] if f["kind"] == "index"}),
+                      "bytes": size, "predicted_s": size / bytes_per_s[(start[table], end[table])]})
+    return steps
 
 
 def _identifier(name: str) -> str:
-    """A PostgreSQL identifier as it must be written: quoted unless it is lower case letters, digits and _."""
-    plain = name[:1].isalpha() or name[:1] == "_"
-    plain = plain and all(c.islower() or c.isdigit() or c == "_" for c in name)
-    return name if plain else '"' + name.replace('"', '""') + '"'
+    """A PostgreSQL identifier, quoted: the catalog's own name, whatever its case, and even where it is a reserved
+    word (a table called order)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _literal(text: str) -> str:
