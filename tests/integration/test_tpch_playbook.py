@@ -261,9 +261,11 @@ def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path
              f"--user-data-dir={tmp_path / 'profile'}"]
     dom = command(["chromium", *flags, "--dump-dom", report.as_uri()], "chromium", 120).stdout
     assert "<h1>tierlab run " + layout_runs["C+O"].name in dom
-    assert dom.count("<svg") == 3
-    for title in ("Sequential vs random reads per query", "Repeat access rate per query", "Read latency CDF per tier"):
+    assert dom.count("<svg") == 4
+    for title in ("I/O time summed over the steps (s)", "Sequential vs random reads per query", "Repeat access rate per query",
+                  "Read latency CDF per tier"):
         assert title in dom
+    assert dom.index("<h2>Where the I/O time goes</h2>") < dom.index("<h2>Caveats</h2>") < dom.index("<h2>Run</h2>")
     assert "<h3>q03 (try 1)</h3>" in dom
     assert "How the plan reads each table:" in dom
     assert "<h2>Tiers' fidelity</h2>" in dom

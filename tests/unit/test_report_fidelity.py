@@ -1,4 +1,5 @@
-"""What a run's report says of its tiers' fidelity, from the manifest and tier_metrics."""
+"""What a run's report says of its tiers' fidelity, from the manifest and tier_metrics (the lead's caveat when they
+were not faithful: test_report_lead.py)."""
 
 import pandas as pd
 
@@ -17,9 +18,8 @@ def manifest(verdicts: dict) -> dict:
     return {"tiers": TIERS, "tiers_check": {"checked_at": "2026-11-23T09:16:34+00:00", "fidelity": verdicts}}
 
 
-def test_faithful_tiers_give_no_warning_but_state_the_dilation_and_what_it_does():
-    warning, lines, late = fidelity(manifest(FAITHFUL), LATE)
-    assert warning is None
+def test_faithful_tiers_state_the_dilation_and_what_it_does():
+    lines, late = fidelity(manifest(FAITHFUL), LATE)
     assert lines[0].startswith("Self-check of the tiers (2026-11-23T09:16:34+00:00): faithful (optane: faithful, "
                                "nand: faithful).")
     assert lines[1].startswith("Modelled time was dilated 8.5x:")
@@ -28,16 +28,15 @@ def test_faithful_tiers_give_no_warning_but_state_the_dilation_and_what_it_does(
     assert late.to_dict("records") == [{"query": "q03", "try": 1, "late % on nand": 0.5, "late % on optane": 0.0}]
 
 
-def test_degraded_tiers_are_named_at_the_top_with_the_reason_in_the_fidelity_section():
-    warning, lines, _ = fidelity(manifest(DEGRADED), LATE)
-    assert warning.startswith("The emulated tiers of this run were degraded:")
+def test_degraded_tiers_are_given_with_the_reason_in_the_fidelity_section():
+    lines, _ = fidelity(manifest(DEGRADED), LATE)
+    assert lines[0].startswith("Self-check of the tiers (2026-11-23T09:16:34+00:00): degraded (optane: degraded, ")
     assert "Not faithful or degraded: optane random/sequential read latency, 4 KiB QD1 (device): host noise" in lines[1]
 
 
 def test_a_run_on_real_tiers_has_no_fidelity_section():
-    warning, lines, late = fidelity({"tiers": [{"name": "nvme", "calibration": None}], "tiers_check": None},
-                                    pd.DataFrame())
-    assert (warning, lines, late.empty) == (None, [], True)
+    lines, late = fidelity({"tiers": [{"name": "nvme", "calibration": None}], "tiers_check": None}, pd.DataFrame())
+    assert (lines, late.empty) == ([], True)
 
 
 def test_the_manifest_carries_the_dilation_and_the_verdicts():

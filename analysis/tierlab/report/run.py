@@ -10,7 +10,8 @@ from ..catalog.analysis import REPEAT_THRESHOLD
 from ..metrics.contract import RULES
 from ..metrics.engine_view import definition
 from ..runs.manifest import tiers_dilation
-from ..runs.results import CORUN_COLUMNS, SUBQUERY_COLUMNS, cut_traces
+from ..runs.results import CORUN_COLUMNS, SUBQUERY_COLUMNS
+from .lead import lead
 from .page import html_table, md_table, page, plt, present, svg
 
 METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
@@ -161,9 +162,9 @@ def run_context(manifest: dict) -> list[tuple[str, str]]:
     ]
 
 
-def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, list[str], pd.DataFrame]:
-    """The tiers' fidelity for this run: a warning for the top of the report (None when faithful), the
-    paragraphs that say what the emulation did to the figures, and each query's late-reply share per tier."""
+def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:
+    """The tiers' fidelity for this run (the lead's caveats say when it was not faithful): the paragraphs that say
+    what the emulation did to the figures, and each query's late-reply share per tier."""
     check = manifest.get("tiers_check") or {}
     verdicts = check.get("fidelity")
     dilation = tiers_dilation(manifest.get("tiers", []))
@@ -172,7 +173,7 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, li
         late = tier_metrics.pivot_table(index=["query", "try"], columns="tier", values="model_late_pct", dropna=False)
         late = late.rename(columns=lambda tier: f"late % on {tier}").reset_index().rename_axis(columns=None)
     if verdicts is None and dilation is None:
-        return None, [], late
+        return [], late
     lines = []
     if verdicts:
         per_tier = ", ".join(f"{name}: {verdict}" for name, verdict in verdicts["tiers"].items())
@@ -193,19 +194,17 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[str | None, li
         lines.append("Late %: the share of a query's requests on a modelled tier whose reply was due before the host "
                      "could send it (model_late_pct in tier_metrics.csv); those requests took the host's time, not the "
                      "model's.")
-    warning = None
-    if verdicts and verdicts["verdict"] != "faithful":
-        warning = (f"The emulated tiers of this run were {verdicts['verdict']}: their measured contrasts differ from the "
-                   "device models' by more than 20%, so times on them do not stand for the modelled devices. See "
-                   "\"Tiers' fidelity\".")
-    return warning, lines, late
+    return lines, late
 
 
 def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFrame]) -> list[Path]:
+    """report.html and summary.md: the lead (where the I/O time goes, what to move, the caveats), then the run,
+    its queries or windows, the tiers' fidelity, the access patterns, each query's tables, the contract."""
     out_dir.mkdir(parents=True, exist_ok=True)
     context = pd.DataFrame(run_context(manifest), columns=["", "value"])
     metrics, table_metrics = tables["query_metrics"], tables["table_metrics"]
     title = f"tierlab run {manifest.get('run_id', '')}"
+    sections, lead_md, _ = lead(manifest, tables)
     # the columns of a split query or a co-runner, where the run had them
     extra = [c for first, columns in (("subqueries", SUBQUERY_COLUMNS), ("corun", CORUN_COLUMNS))
              if tables["queries"].get(first, pd.Series(dtype=object)).notna().any() for c in columns]
@@ -216,17 +215,11 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     dilated = {"elapsed_s": f"elapsed_s (dilated {dilation:g}x)"} if dilation > 1 else {}
     queries = queries.rename(columns=dilated)
     shown_metrics = present(metrics, METRIC_COLUMNS).rename(columns=dilated)
-    warning, fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
-    warnings = [warning] if warning else []
-    cut = cut_traces(queries) if "trace_complete" in queries else []
-    if cut:
-        tries = ", ".join(f"{query} try {attempt}" for query, attempt in cut)
-        warnings.append(f"The traces of {tries} were cut short (no end marker): their metrics miss the requests "
-                        "after the cut.")
-    sections = [f"<p class='warning'>{html.escape(text)}</p>" for text in warnings]
-    md = [f"# {title}", ""] + [line for text in warnings for line in (f"> **Warning.** {text}", "")]
-    sections += [html_table(context), "<h2>Queries</h2>", html_table(queries)]
-    md += [md_table(context), "", "## Queries", "", md_table(queries.drop(columns=["error", "corun_error"], errors="ignore"))]
+    fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
+    md = [f"# {title}", "", *lead_md]
+    sections += ["<h2>Run</h2>", html_table(context), "<h2>Queries</h2>", html_table(queries)]
+    md += ["## Run", "", md_table(context), "", "## Queries", "",
+           md_table(queries.drop(columns=["error", "corun_error"], errors="ignore"))]
     if "throughput" in tables:
         totals = tables["throughput"]
         sections += ["<h2>Throughput</h2>", f"<p class='note'>{html.escape(THROUGHPUT_NOTE)}</p>", html_table(totals),
