@@ -266,7 +266,8 @@ def test_the_run_report_renders_in_chromium_with_its_plots(layout_runs, tmp_path
                   "Read latency CDF per tier"):
         assert title in dom
     assert dom.index("<h2>Where the I/O time goes</h2>") < dom.index("<h2>Caveats</h2>") < dom.index("<h2>Run</h2>")
-    assert "<h3>q03 (try 1)</h3>" in dom
+    assert "<h2>Objects</h2>" in dom
+    assert "<summary>q03 try 1: " in dom
     assert "How the plan reads each table:" in dom
     assert "<h2>Tiers' fidelity</h2>" in dom
     assert "io_time_undilated_s the same divided by" in dom

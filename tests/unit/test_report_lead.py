@@ -2,9 +2,13 @@
 
 import pandas as pd
 from object_frames import CAPACITY, GIB, SIZED, TWO_STEPS, layout, metrics
+from tiny_run import line, make_run, read
 
 from tierlab.report.lead import caveats, lead, plot_top_objects, what_to_move, where_time_goes
 from tierlab.report.objects import object_io
+from tierlab.report.run import write_run_report
+from tierlab.runs.analyze import analyze
+from tierlab.runs.results import load_run
 
 ROLES = {"optane": "fast", "nand": "capacity"}
 TIERS = [{"name": "optane", "role": "fast"}, {"name": "nand", "role": "capacity"}]
@@ -150,3 +154,17 @@ def test_a_run_without_traced_requests_says_so_and_still_gives_its_caveats():
                   "to share out.", "", "## Caveats", "",
                   "- Every step ran once: nothing shows how much its figures vary from try to try (tables/queries.csv).",
                   ""]
+
+
+def test_the_report_leads_with_the_answer_and_folds_each_step_s_objects(tmp_path):
+    run = make_run(tmp_path, line(1.0, "tracing_mark_write: tierlab start q03_try1") + read(1.1, 0) + read(1.2, 32)
+                   + line(1.3, "tracing_mark_write: tierlab end q03_try1"))
+    manifest = {"run_id": run.name, "engine": {"name": "mariadb"}, "tiers": [{"name": "nand", "role": "capacity"}]}
+    write_run_report(tmp_path / "report", manifest, analyze(load_run(run)))
+    page = (tmp_path / "report" / "report.html").read_text()
+    order = ["<h2>Where the I/O time goes</h2>", "<svg", "<h2>What to move</h2>", "<h2>Caveats</h2>", "<h2>Run</h2>",
+             "<h2>Queries</h2>", "<h2>Objects</h2>", "<details><summary>q03 try 1: "]
+    assert [page.index(heading) for heading in order] == sorted(page.index(heading) for heading in order)
+    assert "<td>lineitem</td>" in page[page.index("<details>"):page.index("</details>")]
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert summary.startswith(f"# tierlab run {run.name}\n\n## Where the I/O time goes\n\nThe run's 1 step spent ")

@@ -11,10 +11,11 @@ from ..metrics.contract import RULES
 from ..metrics.engine_view import definition
 from ..runs.manifest import tiers_dilation
 from ..runs.results import CORUN_COLUMNS, SUBQUERY_COLUMNS
-from .lead import lead
+from .lead import lead, shown
 from .page import html_table, md_table, page, plt, present, svg
 
-METRIC_COLUMNS = ["query", "try", "elapsed_s", "io_time_s", "io_time_undilated_s", "io_share_pct", "sequential_pct", "random_pct",
+# elapsed_s, io_time_s and io_time_undilated_s are in the queries' table above it
+METRIC_COLUMNS = ["query", "try", "io_share_pct", "sequential_pct", "random_pct",
                   "engine_sequential_pct", "engine_pages_read", "repeat_access_rate", "category", "read_pages",
                   "latency_p50_us", "latency_p99_us"]
 
@@ -197,14 +198,55 @@ def fidelity(manifest: dict, tier_metrics: pd.DataFrame) -> tuple[list[str], pd.
     return lines, late
 
 
+DETAIL_NOTE = ("A line per step and try, most I/O time first; open one for how its plan read each table "
+               "(tables/plan_accesses.csv) and each object's figures on each tier in it (tables/table_metrics.csv).")
+DETAIL_NOTE_MD = ("A section per step and try, most I/O time first: how its plan read each table "
+                  "(tables/plan_accesses.csv) and each object's figures on each tier in it (tables/table_metrics.csv).")
+
+
+def objects_note(tries: int) -> str:
+    """What the objects' table sums, and how it counts a step's tries."""
+    counted = " (the median over its tries, a try that did not touch the object counting 0)" if tries > 1 else ""
+    return ("Every object read or written, on each tier, over the whole run: each step's figures" + counted + ", "
+            "summed over the steps. io_time_s is the time with one of the object's requests in flight, share_pct its "
+            "share of every object's (other, requests of no object, included); where requests of several objects "
+            "were in flight at once, that sum exceeds the devices' busy time (io_time_s in tables/queries.csv). "
+            "sequential_pct is over the pages read; pattern is the category of the steps that hold most of its I/O "
+            "time, pattern_pct that share of it. Sizes from the manifest's layout.")
+
+
+def _step_details(table_metrics: pd.DataFrame, plans: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Each step try's plan accesses and its objects' figures: in HTML a line each that opens on them, most I/O time
+    first; in Markdown a section each."""
+    sections, md = [], []
+    steps = table_metrics.groupby(["query", "try"], sort=True)
+    order = steps["io_time_s"].sum().sort_values(ascending=False, kind="stable").index
+    for query, attempt in order:
+        part = steps.get_group((query, attempt)).sort_values("io_time_s", ascending=False)
+        plan = plans[(plans["query"] == query) & (plans["try"] == attempt)][["table", "index", "access"]]
+        top = part.iloc[0]
+        line = (f"{query} try {attempt}: {part['io_time_s'].sum():.3g} s of I/O over {part['object'].nunique()} objects; most on "
+                f"{top['object']} ({top['tier']}), {100 * top['io_time_s'] / part['io_time_s'].sum():.0f}%")
+        inside = ["<p class='note'>How the plan reads each table:</p>", html_table(plan)] if not plan.empty else []
+        sections.append(f"<details><summary>{html.escape(line)}</summary>{''.join(inside)}"
+                        f"{html_table(present(part, TABLE_COLUMNS))}</details>")
+        md += [f"### {query} (try {attempt})", ""]
+        if not plan.empty:
+            md += ["How the plan reads each table:", "", md_table(plan), ""]
+        md += [md_table(present(part, TABLE_COLUMNS)), ""]
+    return sections, md
+
+
 def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFrame]) -> list[Path]:
     """report.html and summary.md: the lead (where the I/O time goes, what to move, the caveats), then the run,
-    its queries or windows, the tiers' fidelity, the access patterns, each query's tables, the contract."""
+    its queries or windows, the tiers' fidelity, the access patterns, the objects, each step's detail, the
+    contract."""
     out_dir.mkdir(parents=True, exist_ok=True)
     context = pd.DataFrame(run_context(manifest), columns=["", "value"])
     metrics, table_metrics = tables["query_metrics"], tables["table_metrics"]
     title = f"tierlab run {manifest.get('run_id', '')}"
-    sections, lead_md, _ = lead(manifest, tables)
+    sections, lead_md, objects = lead(manifest, tables)
+    md = [f"# {title}", "", *lead_md]
     # the columns of a split query or a co-runner, where the run had them
     extra = [c for first, columns in (("subqueries", SUBQUERY_COLUMNS), ("corun", CORUN_COLUMNS))
              if tables["queries"].get(first, pd.Series(dtype=object)).notna().any() for c in columns]
@@ -214,9 +256,8 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     # every elapsed time of a dilated run says so where it is shown
     dilated = {"elapsed_s": f"elapsed_s (dilated {dilation:g}x)"} if dilation > 1 else {}
     queries = queries.rename(columns=dilated)
-    shown_metrics = present(metrics, METRIC_COLUMNS).rename(columns=dilated)
+    shown_metrics = present(metrics, METRIC_COLUMNS)
     fidelity_lines, late = fidelity(manifest, tables.get("tier_metrics", pd.DataFrame()))
-    md = [f"# {title}", "", *lead_md]
     sections += ["<h2>Run</h2>", html_table(context), "<h2>Queries</h2>", html_table(queries)]
     md += ["## Run", "", md_table(context), "", "## Queries", "",
            md_table(queries.drop(columns=["error", "corun_error"], errors="ignore"))]
@@ -233,23 +274,17 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
             md += [md_table(late), ""]
     if not metrics.empty:
         definitions = _definitions(tables["parameters"].to_dict("records")[0], manifest["engine"]["name"])
+        note = objects_note(int(table_metrics.groupby("query")["try"].nunique().max()))
+        details, details_md = _step_details(table_metrics, tables["plan_accesses"])
         sections += ["<h2>Per-query access patterns</h2>",
                      f"<p class='note'>{html.escape(definitions)}</p>",
                      html_table(shown_metrics),
                      plot_sequential_random(metrics), plot_repeat_access(metrics), plot_latency_cdf(tables["read_latency"]),
-                     "<h2>Per-table breakdown of each query</h2>"]
+                     "<h2>Objects</h2>", f"<p class='note'>{html.escape(note)}</p>", html_table(shown(objects)),
+                     "<h2>Each step's objects</h2>", f"<p class='note'>{html.escape(DETAIL_NOTE)}</p>", *details]
         md += ["", "## Per-query access patterns", "", definitions, "", md_table(shown_metrics), "",
-               "## Per-table breakdown", ""]
-        plans = tables["plan_accesses"]
-        for (query, attempt), part in table_metrics.groupby(["query", "try"], sort=True):
-            plan = plans[(plans["query"] == query) & (plans["try"] == attempt)][["table", "index", "access"]]
-            sections += [f"<h3>{html.escape(query)} (try {attempt})</h3>"]
-            md += [f"### {query} (try {attempt})", ""]
-            if not plan.empty:
-                sections += ["<p class='note'>How the plan reads each table:</p>", html_table(plan)]
-                md += ["How the plan reads each table:", "", md_table(plan), ""]
-            sections.append(html_table(present(part, TABLE_COLUMNS)))
-            md += [md_table(present(part, TABLE_COLUMNS)), ""]
+               "## Objects", "", note, "", md_table(shown(objects)), "", "## Each step's objects", "", DETAIL_NOTE_MD, "",
+               *details_md]
     contract = tables.get("contract", pd.DataFrame())
     if not contract.empty:
         verdicts, flagged = contract_tables(contract)
