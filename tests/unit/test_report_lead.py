@@ -37,6 +37,15 @@ def test_the_lead_names_at_most_five_objects():
                                                                                    "t3 on", "t4 on"]
 
 
+def test_the_objects_named_hold_most_of_the_objects_time_however_much_the_requests_of_no_object_hold():
+    objects = object_io(metrics(("q1", 1, "lineitem", "nand", 40.0), ("q1", 1, "orders", "optane", 20.0),
+                                ("q1", 1, "customer", "optane", 10.0), ("q1", 1, "other", "nand", 30.0)), {})
+    assert where_time_goes(objects, ROLES, 1, None)[1:] == [
+        "Most of it went to lineitem on nand (capacity tier): 40% (40 s), random repeated (100% of its time); then "
+        "orders on optane (fast tier): 20% (20 s), random repeated (100% of its time).",
+        "The other object holds 10%; requests of no object (other) 30%."]
+
+
 HUNDREDS = metrics(("q1", 1, "big", "nand", 50.0), ("q1", 1, "second", "optane", 20.0),
                    ("q1", 1, "third", "nand", 15.0), ("q1", 1, "other", "nand", 0.2),
                    *[("q1", 1, f"index{n:03}", "optane", 0.05) for n in range(296)])
@@ -51,7 +60,7 @@ def test_a_run_of_hundreds_of_objects_names_the_top_ones_and_says_what_the_rest_
 
 def test_the_chart_shows_the_top_fifteen_objects_and_what_they_hold():
     chart = plot_top_objects(object_io(HUNDREDS, {}), ROLES)
-    assert "The 15 objects with the most I/O time, of 299 (86% of it)" in chart
+    assert "The 15 objects with the most I/O time, of 299 (86% of it; requests of no object 0.2%)" in chart
     assert "index011 (optane)" in chart and "index012 (optane)" not in chart
 
 

@@ -14,7 +14,7 @@ from ..traces.stats import suspect
 from .objects import OTHER, capacity_candidates, object_io
 from .page import fmt, html_table, md_table, plt, svg
 
-# the lead names the top objects until they hold this share of the I/O time, and at most NAMED_MAX of them
+# the lead names the top objects until they hold this share of the objects' I/O time, and at most NAMED_MAX of them
 NAMED_PCT = 80.0
 NAMED_MAX = 5
 # the chart's bars and the lead's table rows: enough for the objects that matter, few enough to read
@@ -72,9 +72,10 @@ def where_time_goes(objects: pd.DataFrame, roles: dict[str, str], steps: int, di
     dilated = f", on tiers dilated {dilation:g}x" if dilation and dilation > 1 else ""
     total = objects["io_time_s"].sum()
     ranked = objects[objects["object"].ne(OTHER)]
-    # the top objects, until they hold NAMED_PCT of the time: the one that crosses it is named too
+    # the top objects, until they hold NAMED_PCT of the objects' time (the requests of no object are said apart,
+    # however much they hold): the one that crosses it is named too
     held_before = ranked["share_pct"].cumsum().shift(fill_value=0)
-    named = ranked[held_before < NAMED_PCT].head(NAMED_MAX)
+    named = ranked[held_before < NAMED_PCT / 100 * ranked["share_pct"].sum()].head(NAMED_MAX)
     parts = [f"{row.object} on {_on_tier(row.tier, roles)}: {_pct(row.share_pct)} ({_seconds(row.io_time_s)}), "
              f"{row.pattern} ({_pct(row.pattern_pct)} of its time)" for row in named.itertuples()]
     lines = [f"The run's {steps} step{'s' if steps > 1 else ''} spent {_seconds(total)} in I/O, summed over the "
@@ -200,8 +201,9 @@ def plot_top_objects(objects: pd.DataFrame, roles: dict[str, str]) -> str:
     ax.set_xlabel("I/O time summed over the steps (s)")
     ax.tick_params(axis="y", labelsize=8)
     title = (f"The {len(top)} objects by their I/O time" if len(top) == len(ranked) else
-             f"The {len(top)} objects with the most I/O time, of {len(ranked)} ({_pct(top['share_pct'].sum())} of it)")
-    ax.set_title(title, fontsize=10)
+             f"The {len(top)} objects with the most I/O time, of {len(ranked)}")
+    other = objects[objects["object"].eq(OTHER)]["share_pct"].sum()
+    ax.set_title(f"{title} ({_pct(top['share_pct'].sum())} of it; requests of no object {_pct(other)})", fontsize=10)
     return svg(fig)
 
 
