@@ -1,6 +1,7 @@
 """The lead of a run's report: where the I/O time goes, what on the capacity tier to move, the run's caveats."""
 
 import pandas as pd
+import pytest
 from object_frames import CAPACITY, GIB, SIZED, TWO_STEPS, layout, metrics
 from tiny_run import line, make_run, read
 
@@ -165,15 +166,34 @@ def test_a_run_without_traced_requests_says_so_and_still_gives_its_caveats():
                   ""]
 
 
-def test_the_report_leads_with_the_answer_and_folds_each_step_s_objects(tmp_path):
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tuple[str, str, str]:
+    """A one-query run of lineitem on the capacity tier, analyzed and reported: its id, report.html, summary.md."""
+    tmp_path = tmp_path_factory.mktemp("lead")
     run = make_run(tmp_path, line(1.0, "tracing_mark_write: tierlab start q03_try1") + read(1.1, 0) + read(1.2, 32)
                    + line(1.3, "tracing_mark_write: tierlab end q03_try1"))
     manifest = {"run_id": run.name, "engine": {"name": "mariadb"}, "tiers": [{"name": "nand", "role": "capacity"}]}
     write_run_report(tmp_path / "report", manifest, analyze(load_run(run)))
-    page = (tmp_path / "report" / "report.html").read_text()
+    return run.name, (tmp_path / "report" / "report.html").read_text(), (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_the_report_leads_with_the_answer_then_the_tables(report):
+    _, page, _ = report
     order = ["<h2>Where the I/O time goes</h2>", "<svg", "<h2>What to move</h2>", "<h2>Caveats</h2>", "<h2>Run</h2>",
              "<h2>Queries</h2>", "<h2>Objects</h2>", "<details><summary>q03 try 1: "]
     assert [page.index(heading) for heading in order] == sorted(page.index(heading) for heading in order)
+
+
+def test_the_summary_leads_with_the_answer(report):
+    run_id, _, summary = report
+    assert summary.startswith(f"# tierlab run {run_id}\n\n## Where the I/O time goes\n\nThe run's 1 step spent ")
+
+
+def test_each_step_s_objects_are_folded_into_its_line(report):
+    _, page, _ = report
     assert "<td>lineitem</td>" in page[page.index("<details>"):page.index("</details>")]
-    summary = (tmp_path / "report" / "summary.md").read_text()
-    assert summary.startswith(f"# tierlab run {run.name}\n\n## Where the I/O time goes\n\nThe run's 1 step spent ")
+
+
+def test_the_report_gives_the_recommend_command_as_code(report):
+    run_id, page, _ = report
+    assert f"<code>tierlab recommend results/{run_id} --fast-capacity SIZE</code>" in page

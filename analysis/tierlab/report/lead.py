@@ -4,6 +4,7 @@ gives, each with its evidence."""
 
 import html
 import math
+import re
 
 import pandas as pd
 
@@ -56,6 +57,11 @@ def _objects(count: int, which: str) -> str:
 
 def _on_tier(tier: str, roles: dict[str, str]) -> str:
     return f"{tier} ({roles[tier]} tier)" if tier in roles else tier
+
+
+def _paragraph(lines: list[str]) -> str:
+    """Lines as an HTML paragraph, a command between backquotes as code (Markdown's way)."""
+    return "<p>" + re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(" ".join(lines))) + "</p>"
 
 
 def tier_roles(manifest: dict) -> dict[str, str]:
@@ -218,11 +224,11 @@ def lead(manifest: dict, tables: dict[str, pd.DataFrame]) -> tuple[list[str], li
     layout, roles = manifest.get("layout", {}), tier_roles(manifest)
     objects = object_io(table_metrics, layout) if not table_metrics.empty else pd.DataFrame()
     answer = where_time_goes(objects, roles, queries["query"].nunique(), tiers_dilation(manifest.get("tiers", [])))
-    sections = ["<h2>Where the I/O time goes</h2>", f"<p>{html.escape(' '.join(answer))}</p>"]
+    sections = ["<h2>Where the I/O time goes</h2>", _paragraph(answer)]
     md = ["## Where the I/O time goes", "", " ".join(answer), ""]
     if not objects.empty and objects["object"].ne(OTHER).any():
         move, candidates = what_to_move(objects, roles, layout, manifest.get("run_id", ""))
-        sections += [plot_top_objects(objects, roles), "<h2>What to move</h2>", f"<p>{html.escape(' '.join(move))}</p>"]
+        sections += [plot_top_objects(objects, roles), "<h2>What to move</h2>", _paragraph(move)]
         md += [md_table(shown(objects.head(CHARTED))), "", "## What to move", "", " ".join(move), ""]
         if not candidates.empty:
             sections.append(html_table(shown(candidates)))
