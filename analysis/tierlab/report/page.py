@@ -43,7 +43,8 @@ def present(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def html_table(frame: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    # a long column name may break after its underscores, so that a table of many columns fits the page's width
+    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in frame.columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
                    for row in frame.itertuples(index=False))
     return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
