@@ -80,6 +80,14 @@ def test_what_to_move_says_what_the_candidates_hold_and_points_to_recommend_with
         "prediction; this report computes none."]
 
 
+def test_objects_of_unknown_size_are_said_to_come_after_those_of_known_size():
+    lines, _ = what_to_move(object_io(CAPACITY, SIZED), ROLES, SIZED, RUN_ID)
+    assert lines[0] == (
+        "On the capacity tier, the objects that hold the most I/O time per GiB (those of unknown size after them, by "
+        "their I/O time): partsupp (2 s, 20%, 8 s per GiB of its 256.0 MiB); lineitem (6 s, 60%, 6 s per GiB of its "
+        "1.00 GiB); part (1 s, 10%, size unknown).")
+
+
 def test_recommend_is_given_no_size_where_a_candidate_s_table_has_none():
     lines, _ = what_to_move(object_io(CAPACITY, SIZED), ROLES, SIZED, RUN_ID)
     assert lines[-1].startswith(f"`tierlab recommend results/{RUN_ID} --fast-capacity SIZE` predicts")

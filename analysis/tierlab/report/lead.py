@@ -85,7 +85,8 @@ def where_time_goes(objects: pd.DataFrame, roles: dict[str, str], steps: int, di
     parts = [f"{row.object} on {_on_tier(row.tier, roles)}: {_pct(row.share_pct)} ({_seconds(row.io_time_s)}), "
              f"{row.pattern} ({_pct(row.pattern_pct)} of its time)" for row in named.itertuples()]
     lines = [f"The run's {steps} step{'s' if steps > 1 else ''} spent {_seconds(total)} in I/O, summed over the "
-             f"objects they read and wrote (each object's time with a request in flight, measured{dilated})."]
+             f"objects {'they' if steps > 1 else 'it'} read and wrote (each object's time with a request in flight, "
+             f"measured{dilated})."]
     if parts:
         lines.append("Most of it went to " + "; then ".join(parts) + ".")
     rest = ranked.iloc[len(named):]
@@ -131,7 +132,8 @@ def what_to_move(objects: pd.DataFrame, roles: dict[str, str], layout: dict, run
              + (f", {fmt(row.io_s_per_gib)} s per GiB of its {human_bytes(row.size_bytes)})"
                 if not math.isnan(row.size_bytes) else ", size unknown)")
              for row in listed.itertuples()]
-    lines = ["On the capacity tier, the objects that hold the most I/O time per GiB: " + "; ".join(parts) + "."]
+    unsized = " (those of unknown size after them, by their I/O time)" if listed["size_bytes"].isna().any() else ""
+    lines = [f"On the capacity tier, the objects that hold the most I/O time per GiB{unsized}: " + "; ".join(parts) + "."]
     left = on_capacity[~on_capacity["object"].isin(listed["object"])]
     if len(left):
         lines.append(_sentence(f"{_objects(len(left), 'other')} there {'hold' if len(left) > 1 else 'holds'} "
