@@ -73,8 +73,8 @@ def object_io(table_metrics: pd.DataFrame, layout: dict) -> pd.DataFrame:
 
 def capacity_candidates(objects: pd.DataFrame, capacity_tiers: set[str], layout: dict) -> pd.DataFrame:
     """The objects on a capacity tier that hold at least CANDIDATE_MIN_SHARE_PCT of the I/O time, the most I/O
-    time per GiB of their size first (what a fast tier of a given size gains most from), those of unknown size
-    after them by their I/O time; with the table each belongs to."""
+    time per GiB of their size first (in that order they put the most I/O time into a fast tier of a given size),
+    those of unknown size after them by their I/O time; with the table each belongs to."""
     held = objects[objects["tier"].isin(capacity_tiers) & objects["object"].ne(OTHER)
                    & (objects["share_pct"] >= CANDIDATE_MIN_SHARE_PCT)]
     held = held.assign(table=held["object"].map(object_tables(layout)),
