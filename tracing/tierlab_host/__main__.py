@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from . import chroot, device_suite, engine_commands, probes, runner, teardown, tiers, tiers_check
+from . import chroot, device_suite, engine_commands, observe, probes, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -44,6 +44,10 @@ def main() -> None:
                        ("package", "a Debian package whose installed and candidate versions to report"),
                        ("url", "a URL to ask with an HTTP HEAD")):
         probe.add_argument(f"--{name}", dest=f"{name}s", action="append", default=[], help=what)
+    for name, what in (("observe-probe", "connect to an instance tierlab did not start: what observing it would trace"),
+                       ("observe", "observe an instance tierlab did not start for the spec's intervals, traced")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("spec_file")
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
     plan.add_argument("spec_file")
     args = parser.parse_args()
@@ -64,6 +68,10 @@ def main() -> None:
             runner.main(args.spec_file)
         elif args.command == "root-free":
             print(json.dumps(runner.require_root_free(args.resuming)))
+        elif args.command == "observe-probe":
+            observe.main_probe(args.spec_file)
+        elif args.command == "observe":
+            observe.main(args.spec_file)
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
         elif args.command == "probe":

@@ -441,16 +441,21 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     return {"changed": True, "rows_file": str(rows_file), "failed_tries": failed_tries}
 
 
-def main(spec_file: str) -> None:
+def run_recorded(spec_file: str, loop) -> None:
+    """A run's loop (the query loop, or an observation's) on its spec, stopped cleanly by a signal, and recorded
+    while it runs, so that teardown can stop a loop a stopped playbook left running."""
     STOP.install()
     spec = json.loads(Path(spec_file).read_text())
-    # recorded while it runs, so that teardown can stop a loop a stopped playbook left running
     entry = {"kind": "query_loop", "pid": os.getpid(), "marker": spec_file, "run_id": Path(spec["run_dir"]).name}
     record.add(**entry)
     try:
-        print(json.dumps(run_queries(spec)))
+        print(json.dumps(loop(spec)))
     finally:
         record.remove(entry)
+
+
+def main(spec_file: str) -> None:
+    run_recorded(spec_file, run_queries)
 
 
 def require_root_free(resuming: str = "") -> dict:

@@ -41,6 +41,8 @@ class Mount(NamedTuple):
 
 # read at each use (mounts come and go); tests give one of their own
 MOUNTINFO = Path("/proc/self/mountinfo")
+# block devices by 'major:minor'; tests give a tree of their own
+SYS_DEV_BLOCK = Path("/sys/dev/block")
 
 
 def mounts() -> list[Mount]:
@@ -84,21 +86,41 @@ def device_of_path(path: str | Path) -> str:
 
 def queue_dir(device: str) -> Path:
     """The sysfs queue directory of a device; a partition uses its disk's queue."""
-    sys_dir = Path("/sys/dev/block") / device
+    sys_dir = SYS_DEV_BLOCK / device
     if (sys_dir / "queue").is_dir():
         return sys_dir / "queue"
     return sys_dir.resolve().parent / "queue"
 
 
+def whole_disk(device: str) -> tuple[str, int]:
+    """(the disk a block device is, or is a partition of, as 'major:minor'; the partition's first byte on it). Block
+    traces name the disk and its sectors: a partition's requests are remapped to the disk before they are issued.
+    Device-mapper and md devices are refused by name: a sector of theirs may be on any of the devices under them,
+    which tierlab cannot map yet."""
+    sys_dir = SYS_DEV_BLOCK / device
+    if not sys_dir.exists():
+        raise HostError(f"block device {device} is not in /sys/dev/block")
+    disk = sys_dir.resolve().parent if (sys_dir / "partition").exists() else sys_dir.resolve()
+    for stacked, what in (("dm", "a device-mapper device (LVM, dm-crypt, dm-cache)"), ("md", "an md RAID device")):
+        if (disk / stacked).is_dir():
+            name = (disk / stacked / "name").read_text().strip() if (disk / stacked / "name").exists() else disk.name
+            raise HostError(f"{disk.name} ({name}) is {what}: its sectors map to the devices under it, which tierlab "
+                            "cannot trace through yet; observe an instance whose files are on plain disks or "
+                            "partitions")
+    if disk == sys_dir.resolve():
+        return device, 0
+    return (disk / "dev").read_text().strip(), int((sys_dir / "start").read_text()) * 512
+
+
 def device_name(device: str) -> str:
-    return (Path("/sys/dev/block") / device).resolve().name
+    return (SYS_DEV_BLOCK / device).resolve().name
 
 
 def device_model(device: str) -> str:
     name = device_name(device)
     if name.startswith("loop"):
         return "loop"
-    disk = (Path("/sys/dev/block") / device).resolve()
+    disk = (SYS_DEV_BLOCK / device).resolve()
     for candidate in (disk / "device" / "model", disk.parent / "device" / "model"):
         if candidate.exists():
             return candidate.read_text().strip()

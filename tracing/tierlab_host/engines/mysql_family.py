@@ -5,7 +5,8 @@ client_file, port, log_file, datadir, tier_dirs {tier role: DATA DIRECTORY}, set
 (variables read back into the manifest), source (where the engine came from),
 and chroot: the root of the system the server and its clients run in when the
 host's distribution does not package the engine ("" otherwise; the paths
-tierlab uses are bind-mounted there at the same place).
+tierlab uses are bind-mounted there at the same place); client_options: more
+options of the client (an instance tierlab observes: its sessions read-only).
 """
 
 import os
@@ -54,7 +55,7 @@ class MysqlFamily:
     # `mysql` and `mysqladmin` are MySQL's clients and MariaDB's compatibility names for its own
     def client_command(self, database: str | None = None) -> list[str]:
         return [*self.prefix, "mysql", f"--defaults-file={self.spec['client_file']}", "--batch", "--skip-column-names",
-                *([database] if database else [])]
+                *self.spec.get("client_options", []), *([database] if database else [])]
 
     def ping(self) -> bool:
         done = subprocess.run([*self.prefix, "mysqladmin", f"--defaults-file={self.spec['client_file']}",

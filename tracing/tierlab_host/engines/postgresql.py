@@ -1,7 +1,8 @@
 """PostgreSQL: a private cluster, a tablespace per tier, a file (and segments) per relation.
 
 The engine's spec (from the postgresql role): name, instance, bindir,
-config_file, datadir, socket_dir, port, password_file (a libpq passfile),
+config_file, datadir, socket_dir, port, password_file (a libpq passfile), or
+instead of the last three a conninfo (an instance tierlab observes),
 log_file, tablespaces {tier role: tablespace}, memory_limit_bytes (the limit
 of the memory group that bounds the server's private memory and the page cache
 of what it reads; null: no bound, os_cache=unbounded), settings (read back
@@ -39,8 +40,11 @@ class Postgresql:
         self.user = "postgres"
 
     def _conninfo(self, database: str) -> str:
-        return (f"host={self.spec['socket_dir']} port={self.spec['port']} user=postgres dbname={database} "
-                f"passfile={self.spec['password_file']}")
+        spec = self.spec
+        given = spec.get("conninfo") or (f"host={spec['socket_dir']} port={spec['port']} user=postgres "
+                                         f"passfile={spec['password_file']}")
+        # libpq takes the last of a keyword given twice: the database named here wins over one in the conninfo
+        return f"{given} dbname={database}"
 
     def client_command(self, database: str | None = None) -> list[str]:
         # -X: no ~/.psqlrc; unaligned, tuples only, tab-separated, quiet (no command tags), NULL written as
