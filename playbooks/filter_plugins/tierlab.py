@@ -14,6 +14,7 @@ from tierlab.checkout import PROJECT
 from tierlab.errors import TierlabError
 from tierlab.runs.doctor import judge, probe_arguments, refuse_missing, warnings
 from tierlab.runs.manifest import read_run_config
+from tierlab.runs.observing import validate_observe
 from tierlab.runs.settings import (
     buffer_pool_bytes,
     connections,
@@ -100,6 +101,7 @@ class FilterModule:
             "tierlab_engine": tierlab_engine,
             "tierlab_workload": tierlab_workload,
             "tierlab_run_settings": _refusing(tierlab_run_settings),
+            "tierlab_observe_settings": _refusing(lambda values: validate_observe(dict(values))),
             "tierlab_resume_conflicts": _refusing(tierlab_resume_conflicts),
             "tierlab_recorded_settings": _refusing(tierlab_recorded_settings),
             "tierlab_query_files": tierlab_query_files,

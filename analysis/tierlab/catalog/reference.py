@@ -20,6 +20,8 @@ SECTIONS = (
     ("Variables of some engines only", lambda v: v.group == "run" and v.engines is not None),
     ("Where results go", lambda v: v.group == "results"),
     ("How the tiers are made (for tiers of the inventory that do not say it themselves)", lambda v: v.group == "tiers"),
+    ("Observing an instance tierlab did not start (playbooks/observe.yml, with `engine` and `trace_backend`)",
+     lambda v: v.group == "observe"),
 )
 
 

@@ -245,7 +245,7 @@ class RunId:
 
 @dataclass(frozen=True)
 class Text:
-    allowed = "a path"
+    allowed: str = "a path"
 
     def parse(self, name: str, value, context: Context | None = None) -> str:
         return str(value)

@@ -5,7 +5,8 @@ reference (docs/variables.md, `tierlab variables`).
 
 Groups: `run` variables are a run's settings (config/run.json records them); `tiers` variables say how the
 inventory's tiers are made where a tier does not say it itself; `results` variables say where results go and which
-run to continue."""
+run to continue; `observe` variables say how playbooks/observe.yml reaches an instance tierlab did not start and how
+long it watches it (with `engine` and `trace_backend` of the run variables)."""
 
 from dataclasses import dataclass
 
@@ -185,6 +186,33 @@ VARIABLES = (
              "how many times modelled time is stretched on every modelled tier of a host, so that a host slower than "
              "the models keeps their ratios: `auto` (the least factor the host needs, measured when the tiers come "
              "up) or a number. `tierlab compare` refuses runs of different dilations.", group="tiers"),
+    Variable("conninfo", Text("a libpq connection string"), "",
+             "how to reach the PostgreSQL instance to observe: a libpq connection string as psql takes it on the "
+             "database host, quoted since -e splits at spaces (`-e 'conninfo=\"host=/var/run/postgresql port=5432 "
+             "user=observer passfile=/root/.pgpass\"'`); the password in a passfile, never in the string. The role "
+             "needs `pg_read_all_settings` (or `pg_monitor`).",
+             group="observe", engines=("postgresql",)),
+    Variable("client_file", Text(), "",
+             "how to reach the MariaDB or MySQL instance to observe: the absolute path, on the database host, of a "
+             "client option file with a `[client]` group (user, password, and socket or host and port). The account "
+             "needs `PROCESS` (and SELECT on performance_schema for its per-file I/O).",
+             group="observe", engines=MYSQL_FAMILY),
+    Variable("databases", Text("all, or database names joined by commas"), "all",
+             "the databases whose objects are told apart (`all`, or names joined by commas); the files of the others "
+             "are traced too, as objects of no name.", group="observe"),
+    Variable("window_s", Int(10, 7 * 86400), "600", "how long the instance is observed.", group="observe"),
+    Variable("interval_s", Int(1, 3600), "60",
+             "the length of each interval of the window: a step of the run, with its own trace and counters.",
+             group="observe"),
+    Variable("untraced_intervals", Int(0, 100), "2",
+             "how many intervals are left untraced, every other one from the second, so that the engine's rate of "
+             "work in them against the traced ones measures the tracing's cost to the instance (0: not measured; "
+             "left unset, at most half the window's intervals).",
+             group="observe"),
+    Variable("index_pages", Bool(), "true",
+             "tell a table's secondary indexes apart by its pages' headers, read once before the window and once "
+             "after it (all of the instance's table files: long on a large database; `false`: tables whole).",
+             group="observe", engines=MYSQL_FAMILY),
     Variable("resume", RunId(), "",
              "a run id to continue: runs the queries that have no row yet. Give the same variables again.",
              group="results"),

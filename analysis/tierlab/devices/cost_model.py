@@ -184,9 +184,6 @@ class Window:
             parts["table"].append(_codes(reads["object"], objects).astype(np.int16))
             parts["traced"].append(np.array([ROLES.index(tier_roles[t]) for t in tiers] + [0], dtype=np.uint8)[tier])
         tables = sorted(set(objects) - {OTHER})
-        if len(tables) > MAX_TABLES_READ:
-            raise InputError(f"the query reads {len(tables)} tables, {2 ** len(tables)} splits to replay; "
-                                  f"recommend takes queries reading at most {MAX_TABLES_READ}")
         # the model's clock first, in place: memory holds the parts, and one field twice as it is joined
         at_ns = _joined(parts.pop("ts_us"), np.float64)
         # each chunk is in dispatch order; chunks that are not one after the other are put in order as heads() does
@@ -205,7 +202,7 @@ class Window:
         fields = {name: _joined(parts.pop(name), dtype) for name, dtype in _PART_FIELDS.items()}
         if order is not None:
             fields = {name: values[order] for name, values in fields.items()}
-        table_of_object = np.array([tables.index(o) if o != OTHER else -1 for o in objects] + [-1], dtype=np.int8)
+        table_of_object = np.array([tables.index(o) if o != OTHER else -1 for o in objects] + [-1], dtype=np.int16)
         fields["table"] = table_of_object[fields["table"]]
         return cls(at_ns=at_ns, tables=tables, share=share, **fields)
 
@@ -325,6 +322,9 @@ def _roles(table, traced, fast_tables, hits, fast_role, capacity_role):
 def layout_costs(window: Window, profiles: dict[str, Path]) -> dict[frozenset, float]:
     """The model's I/O time of one query window under every split of the tables it reads between the
     tiers: {tables on the fast tier: I/O time, us}. Tables it does not read do not change its cost."""
+    if len(window.tables) > MAX_TABLES_READ:
+        raise InputError(f"the query reads {len(window.tables)} tables, {2 ** len(window.tables)} splits to replay; "
+                         f"recommend takes queries reading at most {MAX_TABLES_READ}")
     splits = [np.array(fast, dtype=bool) for fast in product([False, True], repeat=len(window.tables))]
     with ThreadPoolExecutor(WORKERS) as pool:
         sums = pool.map(lambda fast: window.io_us(window.roles(fast), profiles), splits)

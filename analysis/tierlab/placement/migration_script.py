@@ -13,9 +13,12 @@ import shlex
 from ..catalog.engines import ENGINES
 from ..catalog.layout import CAPACITY, FAST
 from ..errors import RunDirError
+from ..runs.observing import OBSERVED
 from ..runs.settings import human_bytes
 
 PSQL = "psql -X -v ON_ERROR_STOP=1"
+# the tablespace an observed PostgreSQL instance's migration makes on the fast tier
+OBSERVED_FAST_TABLESPACE = "tierlab_fast"
 # the MySQL family's script: a table's file may only move while no server has it open
 SHELL_FUNCTIONS = """set -eu
 # whether a process has the file open: the server must be stopped for the whole script
@@ -47,7 +50,8 @@ def _steps(m: dict, start: dict[str, str], end: dict[str, str], bytes_per_s: dic
     for table in moved:
         size = int(tables[table].get("stored_bytes", tables[table]["size_bytes"]))
         steps.append({"table": table, "from": start[table], "to": end[table],
-                      "indexes": sorted({f["object"] for f in tables[table]["files"] if f["kind"] == "index"}),
+                      "indexes": sorted({f["object"] for f in tables[table]["files"]
+                                         if f["kind"] == "index" and f["object"] != table}),
                       "bytes": size, "predicted_s": size / bytes_per_s[(start[table], end[table])]})
     return steps
 
@@ -145,12 +149,71 @@ def _script(comment: str, notes: list[str], code: list[str], steps: list[dict]) 
     return "\n".join(lines)
 
 
+def _observed_postgresql(m: dict, steps: list[dict], undo: list[dict], fast_location: str | None) -> dict:
+    """An observed instance's units moved in SQL, database by database: a table (with its TOAST and maps) or an index
+    to the fast tier's tablespace, made at fast_location where it is missing; the undo takes each back to the
+    tablespace it was observed in."""
+    if not fast_location:
+        raise RunDirError("give --fast-location DIR: the directory on the fast device, on the database host, where the "
+                          f"tablespace {OBSERVED_FAST_TABLESPACE} is made (empty, owned by postgres)")
+    tables = m["layout"]["tables"]
+    kinds = {unit: next((f["kind"] for f in info["files"] if f["object"] == unit), "table") for unit, info in tables.items()}
+    own = {unit: next(f for f in info["files"] if f.get("qualified")) for unit, info in tables.items()
+           if any(f.get("qualified") for f in info["files"])}
+    for step in steps + undo:
+        database, schema, relation = own[step["table"]]["qualified"]
+        space = OBSERVED_FAST_TABLESPACE if step["to"] == FAST else own[step["table"]]["tablespace"]
+        kind = "INDEX" if kinds[step["table"]] == "index" else "TABLE"
+        step["database"] = database
+        step["lines"] = [f"ALTER {kind} {_identifier(schema)}.{_identifier(relation)} SET TABLESPACE "
+                         f"{_identifier(space)};"]
+        step["log"] = (f"about {human_bytes(step['bytes'])} of WAL (every page copied is logged unless wal_level = "
+                       "minimal), which each standby replays")
+        step["lock"] = (f"ACCESS EXCLUSIVE on {schema}.{relation} while it is copied: its reads and writes wait"
+                        + (f" (online instead: pg_repack --no-order --tablespace={space} --table={schema}.{relation})"
+                           if kind == "TABLE" else " (online instead: CREATE INDEX CONCURRENTLY ... TABLESPACE, then "
+                           "DROP INDEX CONCURRENTLY the old one)"))
+    created = [f"SELECT format('CREATE TABLESPACE %I LOCATION %L', {_literal(OBSERVED_FAST_TABLESPACE)}, "
+               f"{_literal(fast_location)}) WHERE NOT EXISTS (SELECT FROM pg_tablespace WHERE spcname = "
+               f"{_literal(OBSERVED_FAST_TABLESPACE)}) \\gexec"]
+    notes = [f"Apply with: {PSQL} -d postgres -f FILE, as a superuser (or the owner of each object, with CREATE on "
+             "the tablespace); it connects to each database in turn.",
+             f"The tablespace {OBSERVED_FAST_TABLESPACE} is made where it is missing. A standby replays CREATE "
+             "TABLESPACE into the same directory: make it there first, empty and owned by postgres."]
+    return {"method": "online, in SQL: each table and index copied under its lock", "downtime_s": 0.0,
+            "tiers": {FAST: f"tablespace {OBSERVED_FAST_TABLESPACE} ({fast_location})",
+                      CAPACITY: "each object's tablespace as observed"},
+            "files": {"migration.sql": _script("--", notes, created, _connected(steps)),
+                      "migration-undo.sql": _script("--", notes[:1], [], _connected(undo))}}
+
+
+def _connected(steps: list[dict]) -> list[dict]:
+    """The steps, each that starts another database's run of steps connecting to it first (psql's \\connect)."""
+    current, connected = None, []
+    for step in sorted(steps, key=lambda step: step["database"]):
+        if step["database"] != current:
+            current = step["database"]
+            step = {**step, "lines": [f"\\connect {_identifier(current)}", *step["lines"]]}
+        connected.append(step)
+    return connected
+
+
 def migration_plan(m: dict, start: dict[str, str], end: dict[str, str],
-                   bytes_per_s: dict[tuple[str, str], float]) -> dict:
+                   bytes_per_s: dict[tuple[str, str], float], fast_location: str | None = None) -> dict:
     """How to move the tables of the run whose manifest is m from one placement to another ({table: tier role}) on
     its engine: the method, where each tier's tables go, the steps (each with its lines, log and lock), those of
-    the undo, the downtime, and the two scripts' texts."""
+    the undo, the downtime, and the two scripts' texts. An observed instance's units go to a fast tier it does not
+    have yet, at fast_location."""
     steps, undo = _steps(m, start, end, bytes_per_s), _steps(m, end, start, bytes_per_s)
     family = ENGINES[m["engine"]["name"]].family
-    plan = _postgresql(m, steps, undo) if family == "postgresql" else _mysql_family(m, steps, undo)
-    return {"engine": m["engine"]["name"], "database": m["settings"]["database"], "steps": steps, "undo": undo, **plan}
+    observed = m["settings"].get("workload") == OBSERVED
+    if observed and family != "postgresql":
+        raise RunDirError(f"an observed {m['engine']['name']} instance's tables move only with a rebuild into a "
+                          "DATA DIRECTORY or an offline copy; tierlab does not write that script for an instance it "
+                          "did not make yet (docs/observe.md says how)")
+    if observed:
+        plan = _observed_postgresql(m, steps, undo, fast_location)
+    else:
+        plan = _postgresql(m, steps, undo) if family == "postgresql" else _mysql_family(m, steps, undo)
+    return {"engine": m["engine"]["name"], "database": m["settings"].get("database"), "steps": steps, "undo": undo,
+            **plan}

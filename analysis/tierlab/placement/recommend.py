@@ -10,12 +10,16 @@ from ..catalog.layout import CAPACITY, FAST, parse_layout
 from ..devices import cost_model, profiles
 from ..errors import InputError, RunDirError
 from ..runs.manifest import tiers_dilation
+from ..runs.observing import OBSERVED
 from ..runs.results import read_table
 from ..runs.settings import human_bytes
+from . import objects
 from .migration_script import migration_plan
 from .predict import TracedQuery, all_layouts, best_at, cache_curve, capacity_curve, migration, predict_layouts
 from .traced import device_profiles, give_back_freed_memory, traced_query, traced_runs, window
 
+# the units of an observed instance listed by name
+OBJECTS_SHOWN = 10
 ASSUMPTIONS = [
     "each request is re-costed by the emulator's device model at the time it was dispatched in the traced run",
     "a query's non-I/O time (elapsed minus the time with a request in flight) does not depend on placement",
@@ -65,6 +69,7 @@ def format_summary(result: dict) -> str:
         f"Migration from {result['migration']['from_layout']}: {', '.join(result['migration']['tables']) or 'nothing'} "
         f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
         *_migration_lines(result["migration"]["plan"]),
+        *_object_lines(result.get("objects", [])),
         f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
     ]
@@ -76,6 +81,22 @@ def format_summary(result: dict) -> str:
               for r in result["cache_curve"]]
     lines += ["", "Assumptions:"] + [f"- {a}" for a in result["assumptions"]]
     return "\n".join(lines)
+
+
+def _object_lines(units: list[dict]) -> list[str]:
+    """An observed instance's units that save most on the fast tier, per GiB, and those no statement moves."""
+    if not units:
+        return []
+    shown = [u for u in units if u["movable"] and u["saving_s"] > 0][:OBJECTS_SHOWN]
+    lines = [f"Objects that save most on the fast tier (of {sum(u['movable'] for u in units)} that a statement moves):",
+             f"  {'object':<40} {'kind':<6} {'size':>9} {'traced I/O s':>12} {'saving s':>9} {'s per GiB':>10}"]
+    lines += [f"  {u['unit']:<40} {u['kind']:<6} {human_bytes(u['bytes']):>9} {u['io_time_s']:>12.3f} "
+              f"{u['saving_s']:>9.3f} {u['saving_s_per_gib']:>10.3f}" for u in shown]
+    fixed = [u for u in units if not u["movable"] and u["io_time_s"] > 0]
+    if fixed:
+        lines.append("Not placed (no statement moves them): " + ", ".join(
+            f"{u['unit']} ({u['io_time_s']:.3f} s of traced I/O)" for u in sorted(fixed, key=lambda u: -u["io_time_s"])))
+    return lines
 
 
 def _migration_lines(plan: dict) -> list[str]:
@@ -112,28 +133,40 @@ def parse_weights(text: str | None, queries: list[str]) -> dict[str, float]:
 
 
 def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | None = None, weights_text: str | None = None,
-              from_layout: str | None = None, progress=None) -> tuple[dict, dict]:
+              from_layout: str | None = None, progress=None, fast_location: str | None = None) -> tuple[dict, dict]:
     """The answer for a fast tier of capacity_bytes from the traced queries of run_dirs (summary's), and its tables:
-    layouts (every layout predicted), capacity_curve, cache_curve. progress(done, total, label) before each query."""
+    layouts (every layout predicted), capacity_curve, cache_curve. progress(done, total, label) before each query.
+    Runs of an observed instance are placed at the grain of their objects (placement.objects); fast_location is
+    where their migration makes the fast tier's tablespace or directory."""
     give_back_freed_memory()
     show = progress or (lambda done, total, label: None)
     runs = traced_runs(run_dirs)
     first = runs[0][1]
-    workload = first["workload"]["name"]
-    from_layout = from_layout or first["layout"]["name"]
-    start = parse_layout(from_layout, workload)
     # what a table takes on a tier is what it stores there (manifests written before stored bytes have sizes)
     table_bytes = {t: int(v.get("stored_bytes", v["size_bytes"])) for t, v in first["layout"]["tables"].items()}
     traced = [(run_dir, m, row) for run_dir, m in runs
-              for row in read_table(run_dir, "queries").query("status == 'ok'").to_dict("records")]
+              for row in read_table(run_dir, "queries").query("status == 'ok' and trace_complete.notna()",
+                                                              engine="python").to_dict("records")]
     names = [row["query"] for _, _, row in traced]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise RunDirError(f"query {repeated[0]} was traced in more than one of these runs (or tries); give each query once")
     weights = parse_weights(weights_text, names)
     traced = [t for t in traced if weights.get(t[2]["query"], 0) > 0]
+    page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
     with tempfile.TemporaryDirectory() as scratch:
         profile_files = device_profiles(profiles_text, first["tiers"], Path(scratch))
+        # in the traced run's time, as the predicted query times are
+        run_dilation = tiers_dilation(first["tiers"]) or 1.0
+        rates = {(src, dst): profiles.copy_bytes_per_s(profiles.load(profile_files[src]),
+                                                       profiles.load(profile_files[dst])) / run_dilation
+                 for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
+        if first["settings"]["workload"] == OBSERVED:
+            return _recommend_objects(runs, traced, weights, table_bytes, capacity_bytes, profile_files, page_bytes,
+                                      rates, show, fast_location)
+        workload = first["workload"]["name"]
+        from_layout = from_layout or first["layout"]["name"]
+        start = parse_layout(from_layout, workload)
         queries = []
         for number, (run_dir, m, row) in enumerate(traced, 1):
             show(number, len(traced), f"{row['query']} to cost its layouts")
@@ -142,7 +175,6 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
         predicted = predict_layouts(queries, all_layouts(table_bytes), workload)
         curve = capacity_curve(predicted)
         capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity_bytes})
-        page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
         caches = []
         # a second pass, so that memory holds one query's requests at a time; backwards, so that it starts with
         # the window the first pass ended with (a single query's is read once)
@@ -151,11 +183,6 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
             requests = requests if number == 1 else window(run_dir, m, row)
             caches.insert(0, cost_model.cache_costs(requests, profile_files, page_bytes[run_dir], capacities))
         cache = cache_curve(queries, caches, curve)
-        # in the traced run's time, as the predicted query times are
-        run_dilation = tiers_dilation(first["tiers"]) or 1.0
-        rates = {(src, dst): profiles.copy_bytes_per_s(profiles.load(profile_files[src]),
-                                                       profiles.load(profile_files[dst])) / run_dilation
-                 for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
     best = best_at(curve, capacity_bytes)
     end = parse_layout(best["layout"], workload)
     moved = migration(table_bytes, start, end, rates)
@@ -165,3 +192,68 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
         moved["plan"] = {"unavailable": str(error)}
     result = summary(queries, predicted, curve, cache, best, moved, capacity_bytes, first["layout"]["name"], from_layout)
     return result, {"layouts": predicted, "capacity_curve": curve, "cache_curve": cache}
+
+
+def _recommend_objects(runs, traced, weights, unit_bytes, capacity_bytes, profile_files, page_bytes, rates, show,
+                       fast_location) -> tuple[dict, dict]:
+    """recommend for runs of an observed instance: its units ranked by saving per byte, the fast tier filled in that
+    order (placement.objects), every placement replayed whole, the cache beside it; and the units no statement
+    moves, with the I/O time they took."""
+    first = runs[0][1]
+    tables = first["layout"]["tables"]
+    kinds = objects.unit_kinds(tables)
+    movable = {unit for unit, kind in kinds.items() if kind in objects.MOVABLE_KINDS}
+    nothing_fast = dict.fromkeys(tables, CAPACITY)
+    queries = []
+    for number, (run_dir, m, row) in enumerate(traced, 1):
+        show(number, len(traced), f"{row['query']} to cost each object on the fast tier")
+        requests = window(run_dir, m, row)
+        costs = objects.window_costs(requests, profile_files, objects.singles(requests, movable))
+        queries.append(TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
+                                   0.0 if pd.isna(row["io_time_s"]) else row["io_time_s"], nothing_fast, costs))
+    saving = objects.savings_s(queries, sorted(tables), sorted(movable))
+    order = objects.ranking(saving, unit_bytes)
+    placements = objects.candidates(order, unit_bytes, [capacity_bytes])
+    capacities = sorted({capacity_bytes} | {sum(unit_bytes[u] for u in p) for p in placements} - {0})
+    caches = []
+    for number, (query, (run_dir, m, row)) in enumerate(zip(queries, traced, strict=True), 1):
+        show(number, len(traced), f"{row['query']} to cost the placements and caches")
+        requests = window(run_dir, m, row)
+        query.costs_us.update(objects.window_costs(requests, profile_files, placements))
+        caches.append(cost_model.cache_costs(requests, profile_files, page_bytes[run_dir], capacities))
+    by_name = {objects.placement_name(p): p for p in [frozenset(), *placements]}
+    predicted = pd.DataFrame({
+        "layout": list(by_name),
+        "fast_bytes": [sum(unit_bytes[u] for u in p) for p in by_name.values()],
+        "predicted_s": [sum(q.weight * q.predict_s(q.io_us({**nothing_fast, **dict.fromkeys(p, FAST)}))
+                            for q in queries) for p in by_name.values()]})
+    curve = capacity_curve(predicted)
+    cache = cache_curve(queries, caches, curve)
+    best = best_at(curve, capacity_bytes)
+    end = {**nothing_fast, **dict.fromkeys(by_name[best["layout"]], FAST)}
+    moved = migration(unit_bytes, nothing_fast, end, rates)
+    try:
+        moved["plan"] = migration_plan(first, nothing_fast, end, rates, fast_location)
+    except RunDirError as error:
+        moved["plan"] = {"unavailable": str(error)}
+    result = summary(queries, predicted, curve, cache, best, moved, capacity_bytes, objects.NONE, objects.NONE)
+    io_time = _unit_io_time(runs, tables)
+    result["objects"] = [{"unit": unit, "kind": kinds[unit], "bytes": unit_bytes[unit], "io_time_s": io_time.get(unit, 0.0),
+                          "saving_s": saving.get(unit, 0.0),
+                          "saving_s_per_gib": saving.get(unit, 0.0) / max(unit_bytes[unit], 1) * 2**30,
+                          "movable": unit in movable}
+                         for unit in sorted(tables, key=lambda u: (-saving.get(u, 0.0), -io_time.get(u, 0.0), u))]
+    return result, {"layouts": predicted, "capacity_curve": curve, "cache_curve": cache,
+                    "objects": pd.DataFrame(result["objects"])}
+
+
+def _unit_io_time(runs, tables: dict) -> dict[str, float]:
+    """The traced I/O time of each unit's objects, over the runs' traced steps."""
+    unit_of = {f["object"]: unit for unit, info in tables.items() for f in info["files"]}
+    found: dict[str, float] = {}
+    for run_dir, _ in runs:
+        metrics = read_table(run_dir, "table_metrics")
+        for obj, seconds in metrics.groupby("object")["io_time_s"].sum().items():
+            unit = unit_of.get(obj, obj)
+            found[unit] = found.get(unit, 0.0) + float(seconds)
+    return found

@@ -9,6 +9,7 @@ import re
 import pandas as pd
 
 from ..runs.manifest import tiers_dilation, tiers_fidelity
+from ..runs.observing import OBSERVED
 from ..runs.results import cut_traces
 from ..runs.settings import human_bytes
 from ..traces.stats import suspect
@@ -115,10 +116,10 @@ def _fast_capacity(candidates: pd.DataFrame, layout: dict) -> str:
     return f"{math.ceil(sum(sizes) / 2**20)}M"
 
 
-def what_to_move(objects: pd.DataFrame, roles: dict[str, str], layout: dict, run_id: str
+def what_to_move(objects: pd.DataFrame, roles: dict[str, str], layout: dict, run_id: str, options: str = ""
                  ) -> tuple[list[str], pd.DataFrame]:
     """The capacity tier's objects with the most I/O time per GiB (capacity_candidates) in words and as a table,
-    with the recommend command that predicts what moving them gains."""
+    with the recommend command (and its options) that predicts what moving them gains."""
     capacity = {tier for tier, role in roles.items() if role == "capacity"}
     if not capacity:
         return ["No tier of this run has the capacity role: there is nothing to move to a fast tier."], pd.DataFrame()
@@ -138,7 +139,7 @@ def what_to_move(objects: pd.DataFrame, roles: dict[str, str], layout: dict, run
     if len(left):
         lines.append(_sentence(f"{_objects(len(left), 'other')} there {'hold' if len(left) > 1 else 'holds'} "
                                f"{_pct(left['share_pct'].sum())}"))
-    lines.append(f"`tierlab recommend results/{run_id} --fast-capacity {_fast_capacity(listed, layout)}` predicts the "
+    lines.append(f"`tierlab recommend results/{run_id} --fast-capacity {_fast_capacity(listed, layout)}{options}` predicts the "
                  "time of the best layout for a fast tier that holds what it holds now and these objects' tables, "
                  "and its capacity curve other sizes: the gain is its prediction; this report computes none.")
     return lines, listed
@@ -175,7 +176,8 @@ def _run_caveats(manifest: dict, queries: pd.DataFrame) -> list[str]:
                      "the modelled devices; \"Tiers' fidelity\" gives the reasons (manifest.json, tiers_fidelity).")
     tries = queries.groupby("query", sort=False)["try"].nunique()
     once = list(tries[tries == 1].index)
-    if once:
+    # an observation's steps are intervals of the instance's own time: each is had once
+    if once and manifest.get("workload", {}).get("name") != OBSERVED:
         steps = "Every step" if len(once) == len(tries) else _named(once)
         found.append(f"{steps} ran once: nothing shows how much {'its' if len(once) == 1 else 'their'} figures vary "
                      "from try to try (tables/queries.csv).")
@@ -191,6 +193,29 @@ def caveats(manifest: dict, queries: pd.DataFrame, trace_counts: pd.DataFrame, o
                      "the system tablespace, or files the extent map missed), which the objects' ranking does not "
                      "hold (tables/table_metrics.csv).")
     return found + _run_caveats(manifest, queries)
+
+
+def recommend_options(manifest: dict) -> str:
+    """What recommend needs beyond a capacity for this run: device profiles where a tier has no model (real devices),
+    and for an observed PostgreSQL instance where to make the fast tablespace."""
+    options = ""
+    if any(not (tier.get("profile") or {}).get("text") for tier in manifest.get("tiers", [])):
+        options += " --profiles fast=PROFILE,capacity=PROFILE"
+    if manifest.get("workload", {}).get("name") == OBSERVED and manifest.get("engine", {}).get("name") == "postgresql":
+        options += " --fast-location DIR"
+    return options
+
+
+def observation_caveats(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """An observation's own warnings, and the tracing's cost it measured on the instance's traffic."""
+    found = [_sentence(f"{row['warning']} ({row['evidence']})")
+             for row in tables.get("observation_warnings", pd.DataFrame()).to_dict("records")]
+    for row in tables.get("observation", pd.DataFrame()).to_dict("records"):
+        if pd.notna(row["overhead_pct"]):
+            found.append(f"Tracing cost the instance {row['overhead_pct']:.1f}% of its rate of work, measured on its "
+                         f"own traffic in {int(row['untraced_intervals'])} untraced interval(s) against their traced "
+                         "neighbours; a negative figure is the traffic's own variation (tables/observation.csv).")
+    return found
 
 
 def plot_top_objects(objects: pd.DataFrame, roles: dict[str, str]) -> str:
@@ -229,13 +254,13 @@ def lead(manifest: dict, tables: dict[str, pd.DataFrame]) -> tuple[list[str], li
     sections = ["<h2>Where the I/O time goes</h2>", _paragraph(answer)]
     md = ["## Where the I/O time goes", "", " ".join(answer), ""]
     if not objects.empty and objects["object"].ne(OTHER).any():
-        move, candidates = what_to_move(objects, roles, layout, manifest.get("run_id", ""))
+        move, candidates = what_to_move(objects, roles, layout, manifest.get("run_id", ""), recommend_options(manifest))
         sections += [plot_top_objects(objects, roles), "<h2>What to move</h2>", _paragraph(move)]
         md += [md_table(shown(objects.head(CHARTED))), "", "## What to move", "", " ".join(move), ""]
         if not candidates.empty:
             sections.append(html_table(shown(candidates)))
             md += [md_table(shown(candidates)), ""]
-    found = caveats(manifest, queries, tables.get("trace_counts", pd.DataFrame()), objects)
+    found = caveats(manifest, queries, tables.get("trace_counts", pd.DataFrame()), objects) + observation_caveats(tables)
     sections.append("<h2>Caveats</h2>")
     md += ["## Caveats", ""]
     if found:

@@ -41,6 +41,13 @@ THROUGHPUT_NOTE = (
     "driver's latency at its percentile, per transaction.")
 
 
+INTERVALS_NOTE = (
+    "An observed instance's window, interval by interval (tables/intervals.csv): whether it was traced, the engine's "
+    "work (PostgreSQL's transactions, the MySQL family's statements) and per second, the pages it read and its cache "
+    "hit share, and the block level's read pages and I/O time. Below: each object's pages as the engine counted "
+    "them beside the traced ones (object_engine_view), and the objects whose extents changed during the window.")
+
+
 def plot_sequential_random(metrics: pd.DataFrame) -> str:
     labels = metrics["query"] + (" #" + metrics["try"].astype(str) if metrics["try"].nunique() > 1 else "")
     fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(metrics)), 3.2))
@@ -266,6 +273,13 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
         sections += ["<h2>Throughput</h2>", f"<p class='note'>{html.escape(THROUGHPUT_NOTE)}</p>", html_table(totals),
                      plot_throughput(tables["throughput_intervals"])]
         md += ["", "## Throughput", "", THROUGHPUT_NOTE, "", md_table(totals)]
+    if "intervals" in tables:
+        intervals = tables["intervals"]
+        sections += ["<h2>Intervals</h2>", f"<p class='note'>{html.escape(INTERVALS_NOTE)}</p>", html_table(intervals)]
+        for name in ("object_engine_view", "objects_changed"):
+            if not tables[name].empty:
+                sections += [f"<h3>{name}</h3>", html_table(tables[name])]
+        md += ["", "## Intervals", "", INTERVALS_NOTE, "", md_table(intervals)]
     if fidelity_lines:
         sections += ["<h2>Tiers' fidelity</h2>"] + [f"<p>{html.escape(line)}</p>" for line in fidelity_lines]
         md += ["", "## Tiers' fidelity", ""] + [line + "\n" for line in fidelity_lines]

@@ -1,5 +1,6 @@
 """`tierlab analyze`: a run's tables/ from its raw traces, a query window at a time."""
 
+import json
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 from ..catalog.analysis import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
 from ..devices import cost_model
 from ..devices import profiles as device_profiles
+from ..metrics import observed
 from ..metrics.contract import contract
 from ..metrics.engine_view import engine_view
 from ..metrics.patterns import (
@@ -24,7 +26,16 @@ from ..metrics.patterns import (
 )
 from ..metrics.throughput import throughput
 from ..traces.prefetch import prefetched, sink_on_thread
-from .results import QUERY_COLUMNS, REQUEST_SCHEMA, TEXT, Run, read_driver_reports, read_plan_accesses
+from .observing import OBSERVED
+from .results import (
+    QUERY_COLUMNS,
+    REQUEST_SCHEMA,
+    TEXT,
+    Run,
+    read_driver_reports,
+    read_plan_accesses,
+    read_unit_counters,
+)
 
 
 def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +146,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
         "tier_metrics": tier_metrics,
         "contract": contract(tier_metrics, trace_counts, judged_by),
         "table_metrics": pd.DataFrame(rows["table"]),
-        "plan_accesses": read_plan_accesses(run.path, run.settings["engine"], set(run.settings["placement"])),
+        "plan_accesses": read_plan_accesses(run.path, run.settings["engine"], set(run.settings["placement"] or ())),
         "size_histogram": pd.DataFrame(rows["size"]),
         "read_latency": pd.DataFrame([{"tier": tier, "latency_le_us": edge, "reads": int(count)}
                                       for tier, counts in sorted(latency.items())
@@ -146,6 +157,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
                                      "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold,
                                      **{f"profile_{tier}": source for tier, source in profile_sources.items()}}]),
         **_throughput_tables(run.path),
+        **_observation_tables(run, queries, query_metrics, pd.DataFrame(rows["table"])),
     }
 
 
@@ -159,6 +171,27 @@ def _contract_profiles(run: Run, given: dict[str, Path]) -> tuple[dict[str, dict
             judged_by[tier["name"]] = device_profiles.load(given[tier["role"]])
             sources[tier["name"]] = str(given[tier["role"]])
     return judged_by, sources
+
+
+def _observation_tables(run: Run, queries: pd.DataFrame, query_metrics: pd.DataFrame,
+                        table_metrics: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """An observation's intervals, the tracing's cost to the instance, the window's warnings, the objects that changed
+    during it and the engine's reads per unit beside the traced ones (none for a run of tierlab's own workloads)."""
+    if run.settings["workload"] != OBSERVED:
+        return {}
+    extents = json.loads((run.path / "raw" / "extents.json").read_text())
+    unit_of = {f["object"]: f["table"] for f in extents["files"]}
+    unit_of_path = {f["path"]: f["table"] for f in extents["files"]}
+    frame = observed.intervals(queries, run.counters, query_metrics, run.settings["engine"])
+    changed = extents.get("changed", [])
+    unit_counters = read_unit_counters(run.path, unit_of_path, run.settings["page_size_bytes"])
+    traced = set(frame.loc[frame["traced"], "query"])
+    return {"intervals": frame, "observation": pd.DataFrame([observed.tracing_overhead(frame)]),
+            "observation_warnings": pd.DataFrame(observed.warnings(frame, changed), columns=["warning", "evidence"]),
+            "objects_changed": pd.DataFrame(changed, columns=["object", "change", "bytes_before", "bytes_after",
+                                                              "ambiguous_bytes"]),
+            "object_engine_view": observed.object_engine_view(
+                unit_counters[unit_counters["query"].isin(traced)], table_metrics, unit_of)}
 
 
 def _throughput_tables(run_dir: Path) -> dict[str, pd.DataFrame]:

@@ -16,6 +16,9 @@ from .settings import WORKLOAD_VARIABLES
 # the results format this tierlab writes (results/README.md)
 SCHEMA_VERSION = 3
 STATUSES = ("ok", "partial", "failed")
+# what the manifest's layout says of each file, and what an observed instance's files say beyond that
+FILE_KEYS = ("object", "kind", "path", "tier", "offset_bytes", "size_bytes", "stored_bytes")
+OBSERVED_FILE_KEYS = ("tablespace", "qualified")
 
 
 def tiers_dilation(tiers: list[dict]) -> float | None:
@@ -97,13 +100,16 @@ def layout_files(settings: dict, extents: dict | None) -> dict:
     """Per table: its tier by the layout, where its own file is (the first segment of its heap),
     the bytes of all its files and the bytes they hold on the devices (their extents': less where
     the engine or the file system compressed them, or punched holes), and each file (indexes, TOAST
-    and segments where the engine keeps them apart) with the tier that holds it."""
+    and segments where the engine keeps them apart) with the tier that holds it. An observation's units are the tables
+    of its extent map, each on the capacity tier (the storage the instance has)."""
     by_table: dict[str, list[dict]] = {}
     for item in (extents or {}).get("files", []):
         # runs written before objects had several files name only the table
         by_table.setdefault(item.get("table", item["object"]), []).append(item)
+    # an observation asked for no layout: its units are where they are, on the instance's own disks
+    placement = settings["placement"] if settings["placement"] is not None else {table: "capacity" for table in by_table}
     layout = {}
-    for table, tier in settings["placement"].items():
+    for table, tier in placement.items():
         files = [{**f, "stored_bytes": sum(length for _, _, length in f["extents"])} for f in by_table.get(table, [])]
         own = next((f for f in files if f["object"] == table and not f.get("offset_bytes")), {})
         layout[table] = {
@@ -112,8 +118,9 @@ def layout_files(settings: dict, extents: dict | None) -> dict:
             "size_bytes": sum(f["size_bytes"] for f in files) if files and all("size_bytes" in f for f in files)
             else None,
             "stored_bytes": sum(f["stored_bytes"] for f in files) if files else None,
-            "files": [{key: f.get(key) for key in ("object", "kind", "path", "tier", "offset_bytes", "size_bytes",
-                                                   "stored_bytes")}
+            # an observed PostgreSQL relation's files name its tablespace (where an undo takes it back), and its own
+            # file its qualified name
+            "files": [{key: f.get(key) for key in (*FILE_KEYS, *OBSERVED_FILE_KEYS) if key in f or key in FILE_KEYS}
                       for f in files],
         }
     return layout

@@ -221,6 +221,22 @@ def read_counters(run_dir: Path) -> pd.DataFrame:
                          for query, attempt, counters in _counter_files(run_dir) if counters["delta"] is not None])
 
 
+def read_unit_counters(run_dir: Path, unit_of_path: dict[str, str], page_bytes: int) -> pd.DataFrame:
+    """An observation's per-unit engine reads per interval (raw/counters/), in pages: PostgreSQL's pg_statio deltas (a
+    table's heap and TOAST blocks, an index's own), the MySQL family's performance-schema bytes read per file, by the
+    unit the file holds."""
+    rows = []
+    for query, _, counters in _counter_files(run_dir):
+        for unit, values in counters.get("objects", {}).items():
+            reads = values.get("heap_blks_read", values.get("idx_blks_read", 0)) + values.get("toast_blks_read", 0)
+            rows.append({"query": query, "unit": unit, "engine_pages_read": reads})
+        for path, values in counters.get("files", {}).items():
+            if path in unit_of_path:
+                rows.append({"query": query, "unit": unit_of_path[path],
+                             "engine_pages_read": values["read_bytes"] / page_bytes})
+    return pd.DataFrame(rows, columns=["query", "unit", "engine_pages_read"])
+
+
 def read_device_model(run_dir: Path) -> pd.DataFrame:
     """Per query try and modelled tier, the requests the emulator's device model counted per class."""
     rows = [{"query": query, "try": attempt, "tier": tier, **{f"model_{key}": value for key, value in counts.items()}}

@@ -52,12 +52,12 @@ THROTTLE_KEYS = ("read_iops", "write_iops", "read_bps", "write_bps")
 WORKLOAD_VARIABLES = tuple(v.name for v in VARIABLES if v.workloads is not None)
 
 
-def _typed(values: dict, context: Context) -> dict:
-    """Every run variable read by its kind: given, or its default where it applies; None where it does not
-    (given there, it is refused)."""
-    typed = {}
-    engine, workload = context.engine.name, context.workload.name
-    for name in RUN_VARIABLES:
+def typed(values: dict, context: Context, names: tuple[str, ...] = RUN_VARIABLES, workload: str = "") -> dict:
+    """Each variable of names read by its kind: given, or its default where it applies; None where it does not
+    (given there, it is refused). workload: the context's, or the name of one the catalog does not declare."""
+    found = {}
+    engine, workload = context.engine.name, workload or context.workload.name
+    for name in names:
         variable = BY_NAME[name]
         given = "" if values.get(name) is None else str(values[name]).strip()
         if not variable.applies(engine, workload):
@@ -66,10 +66,10 @@ def _typed(values: dict, context: Context) -> dict:
                                          else ("workload", workload, variable.workloads))
                 raise InputError(f"{name}={given!r} means nothing for {scope}={chosen}; it applies to "
                                  f"{scope} {' and '.join(scopes)} only. Leave it unset for {chosen}")
-            typed[name] = None
+            found[name] = None
             continue
-        typed[name] = variable.kind.parse(name, given or variable.default_for(context.engine), context)
-    return typed
+        found[name] = variable.kind.parse(name, given or variable.default_for(context.engine), context)
+    return found
 
 
 def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None,
@@ -78,7 +78,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     its default); tier_filesystems and tier_emulations as the tiers declare them (validate_tiers), by role."""
     workload = WORKLOADS[Choice(tuple(WORKLOADS)).parse("workload", values.get("workload") or "tpch")]
     engine = ENGINES[BY_NAME["engine"].kind.parse("engine", values.get("engine") or BY_NAME["engine"].default)]
-    settings = {"engine": engine.name, "workload": workload.name, **_typed(values, Context(engine, workload))}
+    settings = {"engine": engine.name, "workload": workload.name, **typed(values, Context(engine, workload))}
     settings["placement"] = parse_layout(settings["layout"], workload.name)
     settings["load_order"] = workload.tables(settings["tables"] or 0)
     if workload.numbered:
