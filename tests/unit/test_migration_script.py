@@ -95,3 +95,54 @@ def test_a_run_that_did_not_record_its_table_directories_has_no_script_and_says_
 def test_a_placement_that_moves_nothing_has_no_step():
     plan = migration_plan(manifest(POSTGRESQL), START, START, RATES)
     assert (plan["steps"], plan["undo"]) == ([], [])
+
+
+OBSERVED_TABLES = {
+    "app.public.hot_k": {"tier": "capacity", "size_bytes": 32 << 20, "stored_bytes": 32 << 20, "files": [
+        {"object": "app.public.hot_k", "kind": "index", "tablespace": "pg_default",
+         "qualified": ["app", "public", "hot_k"]}]},
+    "crm.Sales.Order Lines": {"tier": "capacity", "size_bytes": 8 << 20, "stored_bytes": 8 << 20, "files": [
+        {"object": "crm.Sales.Order Lines", "kind": "table", "tablespace": "slow_disks",
+         "qualified": ["crm", "Sales", "Order Lines"]},
+        {"object": "crm.Sales.Order Lines.toast", "kind": "toast", "tablespace": "slow_disks"}]},
+    "pg_wal": {"tier": "capacity", "size_bytes": 16 << 20, "files": [{"object": "pg_wal", "kind": "wal"}]},
+}
+
+
+def observed(engine: dict) -> dict:
+    return {"run_id": "o1", "tiers": [{"name": "sdb", "role": "capacity", "device": "8:16"}], "engine": engine,
+            "settings": {"workload": "observed", "placement": None}, "layout": {"name": "observed", "tables": OBSERVED_TABLES}}
+
+
+NOTHING_FAST = dict.fromkeys(OBSERVED_TABLES, "capacity")
+BOTH_FAST = {**NOTHING_FAST, "app.public.hot_k": "fast", "crm.Sales.Order Lines": "fast"}
+
+
+def test_an_observed_instance_s_objects_move_database_by_database_to_a_tablespace_made_at_the_fast_location():
+    plan = migration_plan(observed({"name": "postgresql", "version": "15.18"}), NOTHING_FAST, BOTH_FAST, RATES,
+                          "/mnt/optane/pg")
+    assert [s["lines"] for s in plan["steps"]] == [
+        ['ALTER INDEX "public"."hot_k" SET TABLESPACE "tierlab_fast";'],
+        ['ALTER TABLE "Sales"."Order Lines" SET TABLESPACE "tierlab_fast";']]
+    script = plan["files"]["migration.sql"]
+    assert "SELECT format('CREATE TABLESPACE %I LOCATION %L', 'tierlab_fast', '/mnt/optane/pg')" in script
+    assert script.index('\\connect "app"') < script.index('ALTER INDEX "public"."hot_k"') \
+        < script.index('\\connect "crm"') < script.index('ALTER TABLE "Sales"."Order Lines"')
+
+
+def test_an_observed_instance_s_undo_takes_each_object_back_to_the_tablespace_it_was_observed_in():
+    plan = migration_plan(observed({"name": "postgresql", "version": "15.18"}), NOTHING_FAST, BOTH_FAST, RATES,
+                          "/mnt/optane/pg")
+    assert [s["lines"] for s in plan["undo"]] == [
+        ['ALTER INDEX "public"."hot_k" SET TABLESPACE "pg_default";'],
+        ['ALTER TABLE "Sales"."Order Lines" SET TABLESPACE "slow_disks";']]
+
+
+def test_an_observed_instance_s_migration_needs_the_fast_location():
+    with pytest.raises(RunDirError, match="give --fast-location DIR"):
+        migration_plan(observed({"name": "postgresql", "version": "15.18"}), NOTHING_FAST, BOTH_FAST, RATES)
+
+
+def test_an_observed_mysql_family_instance_gets_no_script_and_says_why():
+    with pytest.raises(RunDirError, match="an observed mariadb instance's tables move only with a rebuild"):
+        migration_plan(observed(MARIADB), NOTHING_FAST, BOTH_FAST, RATES, "/mnt/optane")

@@ -5,7 +5,15 @@ import pytest
 from object_frames import CAPACITY, GIB, SIZED, TWO_STEPS, layout, metrics
 from tiny_run import line, make_run, read
 
-from tierlab.report.lead import caveats, lead, plot_top_objects, what_to_move, where_time_goes
+from tierlab.report.lead import (
+    caveats,
+    lead,
+    observation_caveats,
+    plot_top_objects,
+    recommend_options,
+    what_to_move,
+    where_time_goes,
+)
 from tierlab.report.objects import object_io
 from tierlab.report.run import write_run_report
 from tierlab.runs.analyze import analyze
@@ -165,6 +173,32 @@ def test_the_steps_tried_once_in_a_run_of_several_tries_are_named():
         "q2 ran once: nothing shows how much its figures vary from try to try (tables/queries.csv)."]
 
 
+def test_an_observation_s_intervals_had_once_are_no_caveat():
+    observed = {**FAITHFUL, "workload": {"name": "observed"}}
+    assert found(manifest=observed, query_rows=queries(("i0001", 1), ("i0002", 1))) == []
+
+
+def test_an_observation_s_warnings_and_its_tracing_cost_are_caveats():
+    tables = {"observation_warnings": pd.DataFrame([{"warning": "the instance did no work in the window",
+                                                      "evidence": "tables/intervals.csv work_per_s"}]),
+              "observation": pd.DataFrame([{"untraced_intervals": 2, "untraced_work_per_s": 100.0,
+                                            "traced_work_per_s": 97.0, "overhead_pct": 3.0}])}
+    assert observation_caveats(tables) == [
+        "The instance did no work in the window (tables/intervals.csv work_per_s).",
+        "Tracing cost the instance 3.0% of its rate of work, measured on its own traffic in 2 untraced interval(s) "
+        "against their traced neighbours; a negative figure is the traffic's own variation (tables/observation.csv)."]
+
+
+def test_recommend_is_told_the_profiles_of_real_devices_and_an_observed_postgresql_s_fast_location():
+    real = [{"name": "sdb", "role": "capacity"}]
+    modelled = [{**tier, "profile": {"text": "name = 'nand'"}} for tier in TIERS]
+    assert recommend_options({"tiers": modelled}) == ""
+    assert recommend_options({"tiers": real, "workload": {"name": "tpch"}, "engine": {"name": "postgresql"}}) == \
+        " --profiles fast=PROFILE,capacity=PROFILE"
+    assert recommend_options({"tiers": real, "workload": {"name": "observed"}, "engine": {"name": "postgresql"}}) == \
+        " --profiles fast=PROFILE,capacity=PROFILE --fast-location DIR"
+
+
 def test_a_run_without_traced_requests_says_so_and_still_gives_its_caveats():
     sections, md, _ = lead({"tiers": TIERS}, {"table_metrics": pd.DataFrame(), "queries": queries(("q1", 1))})
     assert md == ["## Where the I/O time goes", "",
@@ -202,6 +236,7 @@ def test_each_step_s_objects_are_folded_into_its_line(report):
     assert "<td>lineitem</td>" in page[page.index("<details>"):page.index("</details>")]
 
 
-def test_the_report_gives_the_recommend_command_as_code(report):
+def test_the_report_gives_the_recommend_command_as_code_with_profiles_for_its_real_device(report):
     run_id, page, _ = report
-    assert f"<code>tierlab recommend results/{run_id} --fast-capacity SIZE</code>" in page
+    assert (f"<code>tierlab recommend results/{run_id} --fast-capacity SIZE --profiles fast=PROFILE,capacity=PROFILE"
+            "</code>") in page

@@ -1,0 +1,279 @@
+"""Instances tierlab did not start, observed while they serve their own traffic (playbooks/observe.yml): a PostgreSQL
+cluster on a partitioned disk and a MariaDB server on the emulated capacity tier, each with a small, heavily read
+index beside larger tables read rarely. The hot index is found, attributed and recommended first; PostgreSQL's
+migration script is applied to the instance and undone; bad connections and grants are refused before a run opens."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg2
+import pymysql
+import pytest
+from lab import ROOT, TIERLAB, command, read_csv
+from own_instances import (
+    PARTITION_START_SECTORS,
+    OwnMariadb,
+    OwnPostgresql,
+    PartitionedDisk,
+    Traffic,
+    own_dir,
+    remove_own_dir,
+)
+
+WINDOW = {"window_s": 24, "interval_s": 4, "untraced_intervals": 2}
+POSTGRESQL_PORT, MARIADB_PORT = 6710, 6711
+# PostgreSQL's hot index (1.5 million keys, 32 MiB) is twice what its memory group leaves for the page cache
+POSTGRESQL_KEYS = 1_500_000
+POSTGRESQL_LOAD = [
+    f"CREATE TABLE hot (id int PRIMARY KEY, k int, pad text); INSERT INTO hot SELECT g, (g::bigint * 7919) % "
+    f"{POSTGRESQL_KEYS}, repeat('x', 20) FROM generate_series(1, {POSTGRESQL_KEYS}) g; CREATE INDEX hot_k ON hot (k); "
+    "CREATE TABLE cold (id int, pad text); INSERT INTO cold SELECT g, repeat(md5(g::text), 10) "
+    "FROM generate_series(1, 200000) g; "
+    "CREATE TABLE doomed (id int, pad text); INSERT INTO doomed SELECT g, repeat('d', 100) FROM generate_series(1, 20000) g",
+    "VACUUM ANALYZE",
+]
+POSTGRESQL_MEMORY_BYTES = 48 << 20
+# MariaDB's, read with direct I/O through an 8 MiB buffer pool
+MARIADB_KEYS = 300_000
+MARIADB_LOAD = (
+    "CREATE TABLE hot (id int PRIMARY KEY, k int, pad varchar(40), KEY hot_k (k)); "
+    f"INSERT INTO hot SELECT seq, (seq * 7919) % {MARIADB_KEYS}, repeat('x', 20) FROM seq_1_to_{MARIADB_KEYS}; "
+    "CREATE TABLE cold (id int PRIMARY KEY, pad varchar(400)); "
+    "INSERT INTO cold SELECT seq, repeat(md5(seq), 10) FROM seq_1_to_200000")
+
+
+def observe(lab, **variables) -> subprocess.CompletedProcess:
+    return lab.playbook("observe.yml", check=False, **WINDOW, **variables)
+
+
+def observed_run(lab, **variables) -> Path:
+    before = lab.run_ids()
+    done = observe(lab, **variables)
+    assert done.returncode == 0, done.stdout[-6000:]
+    (new,) = lab.run_ids() - before
+    return lab.results_dir / new
+
+
+def recommend(run_dir: Path, capacity: str, out: Path, *args: str) -> dict:
+    done = command([TIERLAB, "recommend", str(run_dir), "--fast-capacity", capacity, "--profiles",
+                    "fast=optane,capacity=nand", "--out", str(out), "--json", *args], "tierlab recommend", 600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def reads_by_object(run_dir: Path):
+    metrics = read_csv(run_dir / "tables" / "table_metrics.csv")
+    return metrics.groupby("object")["read_requests"].sum().sort_values(ascending=False)
+
+
+@pytest.fixture(scope="module")
+def postgresql(lab):
+    """A cluster on a partitioned disk, its observation while its traffic runs, and recommend's answer for a fast
+    tier that holds the hot index; the instance stays up for the tests, then is stopped and its disk removed."""
+    here = own_dir("postgresql")
+    disk = PartitionedDisk(here, 1 << 30)
+    instance = None
+    try:
+        instance = OwnPostgresql(disk.mount / "data", POSTGRESQL_PORT)
+        instance.sql("CREATE DATABASE app")
+        for sql in POSTGRESQL_LOAD:
+            instance.sql(sql, "app")
+        instance.bound(POSTGRESQL_MEMORY_BYTES)
+        conninfo = instance.account("observer", "observer-secret", here, "pg_read_all_settings")
+        connect = lambda: psycopg2.connect(f"{instance.conninfo()} dbname=app password=postgres-secret")  # noqa: E731
+        with Traffic(connect, "SELECT count(*) FROM hot WHERE k BETWEEN %s AND %s", POSTGRESQL_KEYS,
+                     [(12.0, "SELECT sum(length(pad)) FROM cold"), (16.0, "DROP TABLE doomed")]) as traffic:
+            run_dir = observed_run(lab, engine="postgresql", conninfo=conninfo)
+        assert traffic.errors == [] and traffic.lookups > 100, (traffic.errors, traffic.lookups)
+        fast = Path(lab.root, "tiers", "optane", "own-postgresql-fast")
+        hot_k_bytes = json.loads((run_dir / "manifest.json").read_text())["layout"]["tables"]["app.public.hot_k"]
+        advice = recommend(run_dir, str(int(hot_k_bytes["stored_bytes"] * 1.2)), here / "advice",
+                           "--fast-location", str(fast))
+        yield {"instance": instance, "here": here, "disk": disk, "run": run_dir, "advice": advice,
+               "out": here / "advice", "fast": fast}
+    finally:
+        if instance:
+            instance.stop()
+        disk.close()
+        remove_own_dir(here)
+
+
+@pytest.fixture(scope="module")
+def mariadb(lab):
+    """A server whose data directory is on the emulated capacity tier, observed while its traffic runs."""
+    here = own_dir("mariadb")
+    home = Path(lab.root, "tiers", "nand", "own-mariadb")
+    instance = None
+    try:
+        instance = OwnMariadb(home / "data", MARIADB_PORT)
+        instance.sql("CREATE DATABASE app")
+        instance.sql(MARIADB_LOAD, "app")
+        client_file = instance.account("observer", "observer-secret", here, "PROCESS")
+        instance.sql("GRANT SELECT ON performance_schema.* TO 'observer'@'localhost'")
+        connect = lambda: pymysql.connect(unix_socket=str(instance.socket), user="root", database="app")  # noqa: E731
+        with Traffic(connect, "SELECT count(*) FROM hot WHERE k BETWEEN %s AND %s", MARIADB_KEYS,
+                     [(12.0, "SELECT sum(length(pad)) FROM cold")]) as traffic:
+            run_dir = observed_run(lab, engine="mariadb", client_file=str(client_file))
+        assert traffic.errors == [] and traffic.lookups > 100, (traffic.errors, traffic.lookups)
+        advice = recommend(run_dir, "64M", here / "advice")
+        yield {"instance": instance, "here": here, "run": run_dir, "advice": advice}
+    finally:
+        if instance:
+            instance.stop()
+        shutil.rmtree(home, ignore_errors=True)
+        remove_own_dir(here)
+
+
+def test_an_observation_is_a_run_of_intervals_on_the_disk_under_the_instance_s_files(postgresql):
+    manifest = json.loads((postgresql["run"] / "manifest.json").read_text())
+    disk = postgresql["disk"]
+    assert manifest["status"] == "ok" and manifest["workload"]["name"] == "observed"
+    (tier,) = manifest["tiers"]
+    assert tier["device"] == f"{os.major(os.stat(disk.loop).st_rdev)}:{os.minor(os.stat(disk.loop).st_rdev)}"
+    assert tier["partitions"][disk.partition.name]["start_bytes"] == PARTITION_START_SECTORS * 512
+    intervals = read_csv(postgresql["run"] / "tables" / "intervals.csv")
+    assert list(intervals["query"]) == [f"i000{n}" for n in range(1, 7)]
+    assert list(intervals["traced"]) == [True, False, True, False, True, True]
+    assert (intervals["work_per_s"] > 0).all()
+
+
+def test_the_hot_index_takes_the_most_reads_and_reads_are_attributed_through_the_partition(postgresql):
+    reads = reads_by_object(postgresql["run"])
+    assert reads.index[0] == "app.public.hot_k"
+    assert reads["app.public.hot_k"] > 0.5 * reads.sum()
+    # a partition's sectors taken as the disk's would miss every extent by 3 MiB: nearly all reads would be `other`
+    assert reads.get("other", 0) < 0.1 * reads.sum()
+
+
+def test_the_hot_index_is_recommended_first_with_the_statement_that_moves_it(postgresql):
+    advice = postgresql["advice"]
+    assert advice["layout"] == "app.public.hot_k"
+    assert advice["objects"][0]["unit"] == "app.public.hot_k" and advice["objects"][0]["kind"] == "index"
+    (step,) = advice["migration"]["plan"]["steps"]
+    assert step["lines"] == ['ALTER INDEX "public"."hot_k" SET TABLESPACE "tierlab_fast";']
+    assert advice["predicted_s"] < advice["traced_predicted_s"]
+
+
+def _index_device(instance: OwnPostgresql) -> int:
+    relative = instance.sql("SELECT pg_relation_filepath('hot_k')", "app").strip()
+    return os.stat(instance.datadir / relative).st_dev
+
+
+def test_the_migration_script_moves_the_index_to_the_fast_tier_and_its_undo_moves_it_back(postgresql):
+    instance, fast = postgresql["instance"], postgresql["fast"]
+    fast.mkdir()
+    shutil.chown(fast, "postgres", "postgres")
+    before = _index_device(instance)
+    for name, device in (("migration.sql", os.stat(fast).st_dev), ("migration-undo.sql", before)):
+        done = command(["psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", f"{instance.conninfo()} dbname=postgres", "-f",
+                        str(postgresql["out"] / name)], f"psql -f {name}", 600)
+        assert done.returncode == 0, done.stderr
+        assert _index_device(instance) == device, name
+    assert before == os.stat(postgresql["disk"].mount).st_dev
+
+
+def test_a_table_dropped_during_the_window_is_flagged_not_attributed_by_a_stale_map(postgresql):
+    changed = read_csv(postgresql["run"] / "tables" / "objects_changed.csv")
+    assert changed.loc[changed["object"] == "app.public.doomed", "change"].tolist() == ["dropped"]
+    warnings = read_csv(postgresql["run"] / "tables" / "observation_warnings.csv")
+    assert any("app.public.doomed dropped" in text for text in warnings["warning"])
+
+
+def test_the_engine_s_reads_of_each_object_stand_beside_the_traced_ones(postgresql):
+    view = read_csv(postgresql["run"] / "tables" / "object_engine_view.csv").set_index("unit")
+    assert view.loc["app.public.hot_k", "engine_pages_read"] > 0
+    assert view.loc["app.public.hot_k", "block_read_pages"] > 0
+
+
+def test_the_tracing_s_cost_is_measured_on_the_instance_s_own_traffic(postgresql):
+    (observation,) = read_csv(postgresql["run"] / "tables" / "observation.csv").to_dict("records")
+    assert observation["untraced_intervals"] == 2
+    assert observation["untraced_work_per_s"] > 0 and observation["traced_work_per_s"] > 0
+    assert -100 < observation["overhead_pct"] < 100
+
+
+def test_the_observer_s_sessions_are_read_only(postgresql):
+    from tierlab_host.observed import observed
+    from tierlab_host.system import HostError
+
+    instance = observed({"engine": "postgresql", "conninfo": postgresql["instance"].conninfo(), "databases": ["app"],
+                         "index_pages": None})
+    assert instance._rows("SHOW transaction_read_only", "app") == [["on"]]
+    with pytest.raises(HostError, match="read-only transaction"):
+        instance._rows("CREATE TABLE written (id int)", "app")
+
+
+def test_a_wrong_password_is_refused_before_a_run_opens(lab, postgresql):
+    passfile = postgresql["here"] / "wrong.pgpass"
+    passfile.write_text("*:*:*:observer:not-the-password\n")
+    passfile.chmod(0o600)
+    before = lab.run_ids()
+    done = observe(lab, engine="postgresql", conninfo=f"{postgresql['instance'].conninfo('observer', passfile)}")
+    assert done.returncode != 0
+    assert "cannot connect to PostgreSQL with conninfo" in done.stdout
+    assert 'password authentication failed for user' in done.stdout
+    assert lab.run_ids() == before
+
+
+def test_an_account_without_the_grant_it_needs_is_told_which(lab, postgresql):
+    conninfo = postgresql["instance"].account("weak", "weak-secret", postgresql["here"])
+    done = observe(lab, engine="postgresql", conninfo=conninfo)
+    assert done.returncode != 0
+    assert "GRANT pg_read_all_settings TO weak;" in done.stdout
+
+
+def test_a_data_directory_on_no_block_device_is_refused():
+    from tierlab_host.observe import probe
+    from tierlab_host.system import HostError
+
+    here = own_dir("tmpfs")
+    command(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(here)], "mount tmpfs", 60)
+    instance = None
+    try:
+        instance = OwnPostgresql(here / "data", POSTGRESQL_PORT + 10)
+        with pytest.raises(HostError, match=r"its file system \(tmpfs\) is not on a block device"):
+            probe({"engine": "postgresql", "conninfo": instance.conninfo(), "databases": [], "index_pages": None})
+    finally:
+        if instance:
+            instance.stop()
+        command(["umount", str(here)], "umount tmpfs", 60)
+        remove_own_dir(here)
+
+
+def test_mariadb_s_hot_index_is_found_in_its_table_s_file_and_the_table_recommended(mariadb):
+    reads = reads_by_object(mariadb["run"])
+    assert reads.index[0] == "app.hot.hot_k"
+    assert reads["app.hot.hot_k"] > 0.5 * reads.sum()
+    advice = mariadb["advice"]
+    assert advice["layout"] == "app.hot"
+    assert advice["migration"]["plan"]["unavailable"].startswith("an observed mariadb instance's tables move only")
+
+
+def test_mariadb_s_system_files_and_logs_are_objects_of_their_own(mariadb):
+    tables = json.loads((mariadb["run"] / "manifest.json").read_text())["layout"]["tables"]
+    assert {"innodb_system", "innodb_redo", "innodb_temp", "app.hot", "app.cold"} <= set(tables)
+    assert {f["object"] for f in tables["app.hot"]["files"]} == {"app.hot", "app.hot.hot_k"}
+
+
+def test_mariadb_s_per_file_io_stands_beside_the_traced_reads(mariadb):
+    view = read_csv(mariadb["run"] / "tables" / "object_engine_view.csv").set_index("unit")
+    assert view.loc["app.hot", "engine_pages_read"] > 0 and view.loc["app.hot", "block_read_pages"] > 0
+
+
+def test_mariadb_without_process_is_told_which_grant_it_needs(lab, mariadb):
+    client_file = mariadb["instance"].account("weak", "weak-secret", mariadb["here"])
+    done = observe(lab, engine="mariadb", client_file=str(client_file))
+    assert done.returncode != 0
+    assert "GRANT PROCESS ON *.* TO 'weak'@'localhost';" in done.stdout
+
+
+def test_mariadb_on_a_wrong_socket_is_refused_with_the_client_s_words(lab, mariadb):
+    client_file = mariadb["here"] / "nowhere.cnf"
+    client_file.write_text("[client]\nuser=observer\npassword=observer-secret\nsocket=/nonexistent/mariadb.sock\n")
+    done = observe(lab, engine="mariadb", client_file=str(client_file))
+    assert done.returncode != 0
+    assert f"cannot connect to mariadb with the client options in {client_file}" in done.stdout
+    assert "/nonexistent/mariadb.sock" in done.stdout
