@@ -13,7 +13,10 @@ MODEL_LIBRARY := emulator/libtierlab-model.so
 # model, render reports in headless Chromium and make btrfs file systems
 # openssh-server and sudo: the integration tests' two hosts reached over SSH (tests/integration/hosts.py) run
 # sshd processes of their own; the package's own service is not started (policy-rc.d below)
-TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs openssh-server sudo
+# fdisk (sfdisk), mariadb-server and postgresql-15: the instances the observation tests start themselves, outside
+# tierlab's roles, on a partitioned disk (tests/integration/own_instances.py)
+TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs openssh-server sudo \
+  fdisk mariadb-server postgresql-15
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
