@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from tierlab.catalog.layout import CAPACITY, FAST, parse_layout
+from tierlab.catalog.layout import parse_layout
 from tierlab.placement import predict
 
 MIB = 1 << 20
@@ -81,12 +81,6 @@ def test_the_repeat_spearman_needs_every_layout_twice_and_two_layouts():
 def test_a_repetition_whose_times_are_all_equal_ranks_nothing():
     # the second repetition ran both in 30 s: the other two, which rank alike, decide
     assert predict.repeat_spearman({"None": [48.6, 30.0, 48.0], "O": [35.1, 30.0, 35.0]}) == pytest.approx(1.0)
-
-
-def test_migration_moves_the_tables_that_change_tier_at_the_slower_device_s_rate():
-    rates = {(CAPACITY, FAST): 100.0 * MIB, (FAST, CAPACITY): 50.0 * MIB}
-    moved = predict.migration(SIZES, parse_layout("C+O"), parse_layout("O+L"), rates)
-    assert moved == {"tables": ["customer", "lineitem"], "bytes": 62 * MIB, "predicted_s": 0.6 + 0.04}
 
 
 def test_validation_ranks_predicted_against_measured_layouts_and_states_the_regret():

@@ -41,10 +41,12 @@ move() {
 }"""
 
 
-def _steps(m: dict, start: dict[str, str], end: dict[str, str], bytes_per_s: dict[tuple[str, str], float]) -> list[dict]:
-    """The tables whose tier changes from start to end ({table: tier role}): those leaving the fast tier first, so
-    that the space they free is there before the tables that take it arrive; then by name."""
-    tables = m["layout"]["tables"]
+def migration_steps(tables: dict, start: dict[str, str], end: dict[str, str],
+                    bytes_per_s: dict[tuple[str, str], float]) -> list[dict]:
+    """The tables of a run's layout (its manifest's layout.tables) whose tier changes from start to end ({table: tier
+    role}), each with the bytes it copies (what it stores) and the time that takes at the slower of the source's read
+    and the target's sustained write rate (bytes_per_s): those leaving the fast tier first, so that the space they
+    free is there before the tables that take it arrive; then by name."""
     moved = sorted((t for t in tables if start[t] != end[t]), key=lambda t: (start[t] != FAST, t))
     steps = []
     for table in moved:
@@ -204,7 +206,8 @@ def migration_plan(m: dict, start: dict[str, str], end: dict[str, str],
     its engine: the method, where each tier's tables go, the steps (each with its lines, log and lock), those of
     the undo, the downtime, and the two scripts' texts. An observed instance's units go to a fast tier it does not
     have yet, at fast_location."""
-    steps, undo = _steps(m, start, end, bytes_per_s), _steps(m, end, start, bytes_per_s)
+    tables = m["layout"]["tables"]
+    steps, undo = migration_steps(tables, start, end, bytes_per_s), migration_steps(tables, end, start, bytes_per_s)
     family = ENGINES[m["engine"]["name"]].family
     observed = m["settings"].get("workload") == OBSERVED
     if observed and family != "postgresql":

@@ -1,5 +1,5 @@
 """Predictions from the costs of traced queries (devices.cost_model): each layout's time, the capacity curve, the
-fast tier as a block cache instead, migrations, and how well predictions rank measured layouts.
+fast tier as a block cache instead, and how well predictions rank measured layouts.
 
 Pure functions; placement.traced reads the runs they start from.
 """
@@ -150,11 +150,3 @@ def cache_curve(queries: list[TracedQuery], caches: list[pd.DataFrame], curve: p
         rows.append(row)
     return pd.DataFrame(rows)
 
-
-def migration(table_bytes: dict[str, int], start: dict[str, str], end: dict[str, str],
-              bytes_per_s: dict[tuple[str, str], float]) -> dict:
-    """The tables that change tier from one layout to another, their bytes, and the time to copy them at the
-    slower of the source's read and the target's sustained write bandwidth."""
-    moved = sorted(t for t in table_bytes if start[t] != end[t])
-    seconds = sum(table_bytes[t] / bytes_per_s[(start[t], end[t])] for t in moved)
-    return {"tables": moved, "bytes": sum(table_bytes[t] for t in moved), "predicted_s": seconds}

@@ -14,8 +14,8 @@ from ..runs.observing import OBSERVED
 from ..runs.results import read_table
 from ..runs.settings import human_bytes
 from . import objects
-from .migration_script import migration_plan
-from .predict import TracedQuery, all_layouts, best_at, cache_curve, capacity_curve, migration, predict_layouts
+from .migration_script import migration_plan, migration_steps
+from .predict import TracedQuery, all_layouts, best_at, cache_curve, capacity_curve, predict_layouts
 from .traced import device_profiles, give_back_freed_memory, traced_query, traced_runs, window
 
 # the units of an observed instance listed by name
@@ -185,7 +185,7 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
         cache = cache_curve(queries, caches, curve)
     best = best_at(curve, capacity_bytes)
     end = parse_layout(best["layout"], workload)
-    moved = migration(table_bytes, start, end, rates)
+    moved = _moved(migration_steps(first["layout"]["tables"], start, end, rates))
     try:
         moved["plan"] = migration_plan(first, start, end, rates)
     except RunDirError as error:
@@ -231,7 +231,7 @@ def _recommend_objects(runs, traced, weights, unit_bytes, capacity_bytes, profil
     cache = cache_curve(queries, caches, curve)
     best = best_at(curve, capacity_bytes)
     end = {**nothing_fast, **dict.fromkeys(by_name[best["layout"]], FAST)}
-    moved = migration(unit_bytes, nothing_fast, end, rates)
+    moved = _moved(migration_steps(tables, nothing_fast, end, rates))
     try:
         moved["plan"] = migration_plan(first, nothing_fast, end, rates, fast_location)
     except RunDirError as error:
@@ -245,6 +245,12 @@ def _recommend_objects(runs, traced, weights, unit_bytes, capacity_bytes, profil
                          for unit in sorted(tables, key=lambda u: (-saving.get(u, 0.0), -io_time.get(u, 0.0), u))]
     return result, {"layouts": predicted, "capacity_curve": curve, "cache_curve": cache,
                     "objects": pd.DataFrame(result["objects"])}
+
+
+def _moved(steps: list[dict]) -> dict:
+    """What a migration's steps move in all: the tables, their bytes and the predicted time."""
+    return {"tables": sorted(step["table"] for step in steps), "bytes": sum(step["bytes"] for step in steps),
+            "predicted_s": sum(step["predicted_s"] for step in steps)}
 
 
 def _unit_io_time(runs, tables: dict) -> dict[str, float]:
