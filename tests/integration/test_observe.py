@@ -148,6 +148,13 @@ def test_the_hot_index_takes_the_most_reads_and_reads_are_attributed_through_the
     assert reads.get("other", 0) < 0.1 * reads.sum()
 
 
+def test_the_traces_hold_the_requests_the_kernel_counted_on_the_disk(postgresql):
+    intervals = read_csv(postgresql["run"] / "tables" / "intervals.csv")
+    traced = intervals[intervals["traced"]]
+    assert traced["kernel_requests"].sum() > 1000
+    assert 0.95 < traced["traced_requests"].sum() / traced["kernel_requests"].sum() < 1.1
+
+
 def test_the_hot_index_is_recommended_first_with_the_statement_that_moves_it(postgresql):
     advice = postgresql["advice"]
     assert advice["layout"] == "app.public.hot_k"

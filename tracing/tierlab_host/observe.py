@@ -23,7 +23,7 @@ from . import trace
 from .extents import map_files
 from .observed import observed
 from .runner import STOP, _append, _done_tries, _lock, _progress, run_recorded
-from .system import device_model, device_name, device_of_path, mount_facts, whole_disk
+from .system import SYS_DEV_BLOCK, device_model, device_name, device_of_path, mount_facts, whole_disk
 
 # how often a stop is looked for while an interval lasts
 STOP_CHECK_S = 0.2
@@ -189,13 +189,17 @@ def _observe_locked(spec: dict, raw: Path) -> dict:
             started_at, started = _now(), time.monotonic()
             if traced:
                 backend.start(label, raw / "traces")
+            # the kernel's own count of the disks' requests, inside the traced window
+            disks_before = disk_stats(devices)
             try:
                 _wait(spec["interval_s"])
             finally:
+                disks_after = disk_stats(devices)
                 info = backend.stop(label, raw / "traces") if traced else {"files": [], "events_lost": 0}
             elapsed = time.monotonic() - started
             after = instance.counters()
             deltas = {part: _delta(before[part], after[part]) for part in before}
+            deltas["disks"] = _delta(disks_before, disks_after)
             (raw / "counters" / f"{label}.json").write_text(json.dumps(
                 {"before": before["instance"], "after": after["instance"], "delta": deltas["instance"],
                  **{part: deltas[part] for part in deltas if part != "instance"}}, indent=1))
@@ -210,6 +214,17 @@ def _observe_locked(spec: dict, raw: Path) -> dict:
     (raw / "extents.json").write_text(json.dumps({"taken_at": end["taken_at"], "files": files, "changed": changed,
                                                   "gone": sorted(set(start["gone"]) | set(end["gone"]))}, indent=1))
     return {"changed": True, "rows_file": str(rows_file), "objects_changed": len(changed)}
+
+
+def disk_stats(devices: list[str]) -> dict[str, dict[str, int]]:
+    """Each disk's requests and sectors completed so far, as the kernel counts them (Documentation/block/stat.rst:
+    reads, read sectors, writes, written sectors are fields 1, 3, 5 and 7)."""
+    found = {}
+    for device in devices:
+        fields = [int(value) for value in (SYS_DEV_BLOCK / device / "stat").read_text().split()]
+        found[device] = {"read_requests": fields[0], "read_sectors": fields[2], "write_requests": fields[4],
+                         "write_sectors": fields[6]}
+    return found
 
 
 def _delta(before: dict, after: dict) -> dict:

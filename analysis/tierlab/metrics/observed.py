@@ -17,8 +17,10 @@ FEW_TRACED = 3
 WORK_VARIATION = 0.5
 # the engine's cache hit share rising more than this many points from the window's first third to its last: warming
 WARMING_POINTS = 5.0
+# a trace holding fewer of the requests the kernel counted on the disks than this share missed some
+TRACED_SHARE = 0.95
 INTERVAL_COLUMNS = ["query", "traced", "elapsed_s", "work", "work_per_s", "engine_pages_read", "engine_hit_pct",
-                    "block_read_pages", "io_time_s"]
+                    "block_read_pages", "io_time_s", "traced_requests", "kernel_requests"]
 
 
 def _family(engine: str) -> str:
@@ -35,20 +37,26 @@ def _hit_pct(counters: pd.DataFrame, family: str) -> pd.Series:
                      index=counters.index)
 
 
-def intervals(queries: pd.DataFrame, counters: pd.DataFrame, query_metrics: pd.DataFrame, engine: str) -> pd.DataFrame:
+def intervals(queries: pd.DataFrame, counters: pd.DataFrame, query_metrics: pd.DataFrame, engine: str,
+              disks: pd.DataFrame) -> pd.DataFrame:
     """Per interval: whether it was traced, its seconds, the engine's work (and per second), pages read and cache hit
-    share; the block level's read pages and I/O time (traced intervals only)."""
+    share; the block level's read pages, I/O time and requests (traced intervals only), and the requests the kernel
+    counted on the disks meanwhile."""
     family = _family(engine)
     rows = queries[["query", "elapsed_s", "trace_complete"]].merge(counters, on="query", how="left")
     frame = pd.DataFrame({"query": rows["query"], "traced": rows["trace_complete"].notna(),
                           "elapsed_s": rows["elapsed_s"], "work": rows[list(WORK[family])].sum(axis=1, min_count=1),
                           "engine_pages_read": rows[PAGES_READ[family]], "engine_hit_pct": _hit_pct(rows, family)})
     frame["work_per_s"] = frame["work"] / frame["elapsed_s"]
-    block = query_metrics[["query", "read_pages", "io_time_s"]].rename(columns={"read_pages": "block_read_pages"}) \
-        if not query_metrics.empty else pd.DataFrame(columns=["query", "block_read_pages", "io_time_s"])
+    block = pd.DataFrame({"query": query_metrics["query"], "block_read_pages": query_metrics["read_pages"],
+                          "io_time_s": query_metrics["io_time_s"], "traced_requests": query_metrics["requests"]}) \
+        if not query_metrics.empty else pd.DataFrame(columns=["query", "block_read_pages", "io_time_s", "traced_requests"])
     frame = frame.merge(block, on="query", how="left")
     traced = frame["traced"]
-    frame.loc[traced, ["block_read_pages", "io_time_s"]] = frame.loc[traced, ["block_read_pages", "io_time_s"]].fillna(0)
+    measured = ["block_read_pages", "io_time_s", "traced_requests"]
+    frame.loc[traced, measured] = frame.loc[traced, measured].fillna(0)
+    kernel = disks.assign(kernel_requests=disks["kernel_read_requests"] + disks["kernel_write_requests"])
+    frame = frame.merge(kernel[["query", "kernel_requests"]], on="query", how="left")
     return frame[INTERVAL_COLUMNS]
 
 
@@ -90,6 +98,12 @@ def warnings(frame: pd.DataFrame, changed: list[dict]) -> list[dict]:
                                  f"{hits.iloc[-third:].mean():.1f}% over the window: its cache was warming, and the "
                                  "reads of its first part overstate the steady state",
                       "evidence": "tables/intervals.csv engine_hit_pct"})
+    counted = frame[frame["traced"]][["traced_requests", "kernel_requests"]].dropna().sum()
+    if counted["kernel_requests"] > 0 and counted["traced_requests"] < TRACED_SHARE * counted["kernel_requests"]:
+        found.append({"warning": f"the traces hold {counted['traced_requests']:.0f} requests where the kernel counted "
+                                 f"{counted['kernel_requests']:.0f} on the disks in the traced intervals: the tracer "
+                                 "missed some, and the figures are short of them",
+                      "evidence": "tables/intervals.csv traced_requests, kernel_requests"})
     if changed:
         found.append({"warning": f"{len(changed)} object(s) changed during the window ("
                                  + ", ".join(f"{c['object']} {c['change']}" for c in changed[:5])

@@ -32,6 +32,7 @@ from .results import (
     REQUEST_SCHEMA,
     TEXT,
     Run,
+    read_disk_counters,
     read_driver_reports,
     read_plan_accesses,
     read_unit_counters,
@@ -182,7 +183,7 @@ def _observation_tables(run: Run, queries: pd.DataFrame, query_metrics: pd.DataF
     extents = json.loads((run.path / "raw" / "extents.json").read_text())
     unit_of = {f["object"]: f["table"] for f in extents["files"]}
     unit_of_path = {f["path"]: f["table"] for f in extents["files"]}
-    frame = observed.intervals(queries, run.counters, query_metrics, run.settings["engine"])
+    frame = observed.intervals(queries, run.counters, query_metrics, run.settings["engine"], read_disk_counters(run.path))
     changed = extents.get("changed", [])
     unit_counters = read_unit_counters(run.path, unit_of_path, run.settings["page_size_bytes"])
     traced = set(frame.loc[frame["traced"], "query"])

@@ -237,6 +237,15 @@ def read_unit_counters(run_dir: Path, unit_of_path: dict[str, str], page_bytes: 
     return pd.DataFrame(rows, columns=["query", "unit", "engine_pages_read"])
 
 
+def read_disk_counters(run_dir: Path) -> pd.DataFrame:
+    """An observation's requests per interval as the kernel counted them on its disks (raw/counters/, `disks`),
+    summed over the disks."""
+    rows = [{"query": query, **{f"kernel_{key}": sum(disk[key] for disk in counters["disks"].values())
+                                for key in ("read_requests", "write_requests")}}
+            for query, _, counters in _counter_files(run_dir) if "disks" in counters]
+    return pd.DataFrame(rows, columns=["query", "kernel_read_requests", "kernel_write_requests"])
+
+
 def read_device_model(run_dir: Path) -> pd.DataFrame:
     """Per query try and modelled tier, the requests the emulator's device model counted per class."""
     rows = [{"query": query, "try": attempt, "tier": tier, **{f"model_{key}": value for key, value in counts.items()}}
