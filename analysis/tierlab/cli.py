@@ -321,9 +321,9 @@ def _placement_commands(sub) -> None:
     p.add_argument("--weights", metavar="q03=2,q10=1", help="the queries to optimise for and their weights "
                                                               "(default: every traced query, weight 1)")
     p.add_argument("--from-layout", metavar="LAYOUT", help="the layout to migrate from (default: the traced run's)")
-    p.add_argument("--fast-location", metavar="DIR", help="an observed PostgreSQL instance's: the directory on the fast "
-                                                          "device, on its host, where its migration makes the fast "
-                                                          "tablespace")
+    p.add_argument("--fast-location", metavar="DIR", help="an observed instance's: the directory on the fast device, on "
+                                                          "its host, where its migration makes the fast tablespace "
+                                                          "(PostgreSQL) or rebuilds the tables (MariaDB, MySQL)")
     p.add_argument("--out", metavar="DIR", help="also write recommend.json, the layouts and curves as CSV, and the "
                                                 "migration's scripts with their undo (migration.sql or .sh) here")
     p.add_argument("--json", action="store_true")

@@ -156,11 +156,14 @@ class OwnMariadb:
         _ok(["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=mysql",
                  "--auth-root-authentication-method=socket", "--skip-test-db"], "mariadb-install-db", START_TIMEOUT_S)
         self.log = datadir.parent / "mariadb.err"
-        self.server = subprocess.Popen(
-            ["mariadbd", "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", f"--port={port}",
-             "--bind-address=127.0.0.1", "--user=mysql", f"--innodb-buffer-pool-size={buffer_pool}",
-             "--innodb-flush-method=O_DIRECT", "--performance-schema=ON", f"--log-error={self.log}",
-             f"--pid-file={datadir.parent / 'mariadb.pid'}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.argv = ["mariadbd", "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", f"--port={port}",
+                     "--bind-address=127.0.0.1", "--user=mysql", f"--innodb-buffer-pool-size={buffer_pool}",
+                     "--innodb-flush-method=O_DIRECT", "--performance-schema=ON", f"--log-error={self.log}",
+                     f"--pid-file={datadir.parent / 'mariadb.pid'}"]
+        self.start()
+
+    def start(self) -> None:
+        self.server = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while command(["mariadb-admin", "--no-defaults", f"--socket={self.socket}", "-uroot", "ping"], "mariadb-admin ping",
                       60).returncode != 0:

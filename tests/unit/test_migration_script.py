@@ -143,6 +143,38 @@ def test_an_observed_instance_s_migration_needs_the_fast_location():
         migration_plan(observed({"name": "postgresql", "version": "15.18"}), NOTHING_FAST, BOTH_FAST, RATES)
 
 
-def test_an_observed_mysql_family_instance_gets_no_script_and_says_why():
-    with pytest.raises(RunDirError, match="an observed mariadb instance's tables move only with a rebuild"):
-        migration_plan(observed(MARIADB), NOTHING_FAST, BOTH_FAST, RATES, "/mnt/optane")
+OBSERVED_MARIADB_TABLES = {
+    "app.hot": {"tier": "capacity", "size_bytes": 36 << 20, "stored_bytes": 36 << 20, "files": [
+        {"object": "app.hot", "kind": "table", "path": "/var/lib/mysql/app/hot.ibd", "qualified": ["app", "hot"]},
+        {"object": "app.hot.hot_k", "kind": "index", "path": "/var/lib/mysql/app/hot.ibd"}]},
+    "app.order lines": {"tier": "capacity", "size_bytes": 8 << 20, "stored_bytes": 8 << 20, "files": [
+        {"object": "app.order lines", "kind": "table", "path": "/srv/slow/app/order@0020lines.ibd",
+         "qualified": ["app", "order lines"]}]},
+    "app.events": {"tier": "capacity", "size_bytes": 4 << 20, "stored_bytes": 4 << 20, "files": [
+        {"object": "app.events#p0", "kind": "table", "path": "/var/lib/mysql/app/events#P#p0.ibd"}]},
+}
+
+
+def observed_mariadb() -> dict:
+    return {**observed({**MARIADB, "data_directory": "/var/lib/mysql/"}),
+            "layout": {"name": "observed", "tables": OBSERVED_MARIADB_TABLES}}
+
+
+def test_an_observed_mysql_family_instance_s_tables_are_rebuilt_on_the_fast_tier_and_back_where_they_were():
+    start = dict.fromkeys(OBSERVED_MARIADB_TABLES, "capacity")
+    plan = migration_plan(observed_mariadb(), start, dict.fromkeys(OBSERVED_MARIADB_TABLES, "fast"), RATES,
+                          "/mnt/optane/mysql")
+    assert [(s["table"], s["lines"]) for s in plan["steps"]] == [
+        ("app.events", ["# app.events is partitioned: place its partitions by hand (ALTER TABLE ... REORGANIZE "
+                        "PARTITION ... DATA DIRECTORY)"]),
+        ("app.hot", ["rebuild app hot /mnt/optane/mysql"]),
+        ("app.order lines", ["rebuild app 'order lines' /mnt/optane/mysql"])]
+    assert [s["lines"] for s in plan["undo"]][1:] == [["rebuild app hot ''"], ["rebuild app 'order lines' /srv/slow"]]
+    assert plan["files"]["migration.sh"].startswith("#!/bin/sh\n# Online, table by table: run this as root")
+    assert "rebuild() {" in plan["files"]["migration-undo.sh"]
+
+
+def test_an_observed_mysql_family_instance_s_migration_needs_the_fast_location():
+    with pytest.raises(RunDirError, match="give --fast-location DIR: the directory on the fast device"):
+        migration_plan(observed_mariadb(), dict.fromkeys(OBSERVED_MARIADB_TABLES, "capacity"),
+                       dict.fromkeys(OBSERVED_MARIADB_TABLES, "fast"), RATES)

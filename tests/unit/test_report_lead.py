@@ -189,7 +189,7 @@ def test_an_observation_s_warnings_and_its_tracing_cost_are_caveats():
         "against their traced neighbours; a negative figure is the traffic's own variation (tables/observation.csv)."]
 
 
-def test_recommend_is_told_the_profiles_of_real_devices_and_an_observed_postgresql_s_fast_location():
+def test_recommend_is_told_the_profiles_of_real_devices_and_an_observed_instance_s_fast_location():
     real = [{"name": "sdb", "role": "capacity"}]
     modelled = [{**tier, "profile": {"text": "name = 'nand'"}} for tier in TIERS]
     assert recommend_options({"tiers": modelled}) == ""

@@ -276,12 +276,13 @@ class ObservedMysql:
                 indexes.setdefault(table, {})[int(index_id)] = "" if int(clustered) else name
         files, seen = [], set()
 
-        def add(obj: str, kind: str, unit: str, path: Path, ranges=None) -> None:
+        def add(obj: str, kind: str, unit: str, path: Path, ranges=None, qualified=None) -> None:
             path = path.resolve()
             if path.is_file() and (obj, str(path)) not in seen:
                 seen.add((obj, str(path)))
                 files.append({"object": obj, "kind": kind, "table": unit, "path": str(path), "offset_bytes": 0,
-                              **({"ranges": ranges} if ranges is not None else {})})
+                              **({"ranges": ranges} if ranges is not None else {}),
+                              **({"qualified": qualified} if qualified else {})})
 
         for space, filename in self.db.rows(MYSQL_TABLESPACES[self.name]):
             if "/" not in space:
@@ -298,9 +299,10 @@ class ObservedMysql:
             if names and path.is_file():
                 named = {index_id: (obj if not name else f"{unit}.{_mysql_name(name)}") for index_id, name in names.items()}
                 for name, ranges in object_ranges(index_runs(str(path), page_bytes), page_bytes, named, obj).items():
-                    add(name, "table" if name == obj else "index", unit, path, ranges)
+                    add(name, "table" if name == obj else "index", unit, path, ranges,
+                        [database, table] if name == unit else None)
             else:
-                add(obj, "table", unit, path)
+                add(obj, "table", unit, path, qualified=[database, table] if obj == unit else None)
         home = self._dir("innodb_data_home_dir")
         for spec in self.variables["innodb_data_file_path"].split(";"):
             add("innodb_system", "system", "innodb_system", home / spec.split(":")[0])

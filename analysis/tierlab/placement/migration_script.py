@@ -9,6 +9,7 @@ server stopped, as tierlab moves its own (tracing/tierlab_host/engines/mysql_fam
 file beside the table's definition, MySQL finds the file in innodb_directories when it starts."""
 
 import shlex
+from pathlib import Path
 
 from ..catalog.engines import ENGINES
 from ..catalog.layout import CAPACITY, FAST
@@ -189,6 +190,82 @@ def _observed_postgresql(m: dict, steps: list[dict], undo: list[dict], fast_loca
                       "migration-undo.sql": _script("--", notes[:1], [], _connected(undo))}}
 
 
+# an observed MariaDB or MySQL instance's table is rebuilt where it is to be: MariaDB ignores DATA DIRECTORY in ALTER
+# TABLE, and a table made without one is found only in the data directory
+REBUILD_FUNCTIONS = """set -eu
+MYSQL="${MYSQL:-mysql}"
+# the statements' result, raw, without column names
+query() { $MYSQL --batch --raw --skip-column-names -e "$1"; }
+# a name as an SQL identifier, and as an SQL string
+ident() { printf '`%s`' "$(printf '%s' "$1" | sed 's/`/``/g')"; }
+text() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/''/g")"; }
+# rebuild DATABASE TABLE DIRECTORY: the table made again from its own definition in DIRECTORY (empty: the data
+# directory) as TABLE__tierlab_new, filled from it, and the two swapped by one RENAME TABLE; the old one dropped. The
+# new table is made in the same database: MariaDB renames a table made with DATA DIRECTORY into another database
+# without its .isl file, and would not find it after a restart. Writes to the table must stop until it ends: they
+# would be lost.
+rebuild() {
+  db=$(ident "$1"); table="$db.$(ident "$2")"; new="$db.$(ident "$2__tierlab_new")"; old="$db.$(ident "$2__tierlab_old")"
+  schema_text=$(text "$1"); name_text=$(text "$2")
+  if [ "$(query "SELECT COUNT(*) FROM information_schema.TRIGGERS
+             WHERE EVENT_OBJECT_SCHEMA = $schema_text AND EVENT_OBJECT_TABLE = $name_text")" != 0 ] ||
+     [ "$(query "SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_NAME IS NOT NULL
+             AND ((TABLE_SCHEMA = $schema_text AND TABLE_NAME = $name_text)
+                  OR (REFERENCED_TABLE_SCHEMA = $schema_text AND REFERENCED_TABLE_NAME = $name_text))")" != 0 ]
+  then
+    echo "$table has triggers or foreign keys, which RENAME TABLE would leave with the old table: move it by hand" >&2
+    exit 1
+  fi
+  # SHOW CREATE TABLE's definition (its second column, whose first line is CREATE TABLE `name` (), named as the new
+  # table, without a DATA DIRECTORY it had
+  ddl=$(query "SHOW CREATE TABLE $table" | cut -f2- | sed -e "s/ DATA DIRECTORY='[^']*'//" |
+        NAME="$new" awk 'NR == 1 { print "CREATE TABLE " ENVIRON["NAME"] " ("; next } { print }')
+  if [ -n "$3" ]; then ddl="$ddl DATA DIRECTORY=$(text "$3")"; fi
+  query "$ddl"
+  query "INSERT INTO $new SELECT * FROM $table"
+  query "RENAME TABLE $table TO $old, $new TO $table; DROP TABLE $old"
+}"""
+
+
+def _observed_mysql_family(m: dict, steps: list[dict], undo: list[dict], fast_location: str | None) -> dict:
+    """An observed instance's tables rebuilt into the fast tier's directory (DATA DIRECTORY at fast_location), each
+    while writes to it wait; the undo rebuilds each where it was observed (the data directory, or its own DATA
+    DIRECTORY)."""
+    if not fast_location:
+        raise RunDirError("give --fast-location DIR: the directory on the fast device, on the database host, where the "
+                          "tables are rebuilt (DATA DIRECTORY; owned by mysql)")
+    tables = m["layout"]["tables"]
+    datadir = Path(m["engine"].get("data_directory", "")).resolve()
+    own = {unit: next(f for f in info["files"] if f.get("qualified")) for unit, info in tables.items()
+           if any(f.get("qualified") for f in info["files"])}
+    for step in steps + undo:
+        if step["table"] not in own:
+            step["lines"] = [f"# {step['table']} is partitioned: place its partitions by hand (ALTER TABLE ... "
+                             "REORGANIZE PARTITION ... DATA DIRECTORY)"]
+        else:
+            database, table = own[step["table"]]["qualified"]
+            observed_dir = Path(own[step["table"]]["path"]).parent.parent
+            directory = fast_location if step["to"] == FAST else ("" if observed_dir == datadir else str(observed_dir))
+            step["lines"] = [f"rebuild {shlex.quote(database)} {shlex.quote(table)} {shlex.quote(directory)}"]
+        step["log"] = ("the new table's redo, and its rows in the binary log (each replica rebuilds it too), "
+                       f"about {human_bytes(step['bytes'])}")
+        step["lock"] = "none that stops writes: stop writing to the table until its step ends, or the writes are lost"
+    mysql = ("MySQL takes a DATA DIRECTORY only inside innodb_directories: list it there first. "
+             if m["engine"]["name"] == "mysql" else "")
+
+    def notes(ordered: list[dict]) -> list[str]:
+        return [f"Online, table by table: run this as root with MYSQL set to a client that may create, fill, rename "
+                f"and drop the tables (e.g. MYSQL='mysql --defaults-file=/root/admin.cnf'). {mysql}Each table's "
+                "writes must wait until its step ends.",
+                f"About {sum(step['predicted_s'] for step in ordered):.3g} s of copying on the measured devices."]
+
+    return {"method": "online, in SQL: each table rebuilt where it is to be, then renamed into its place",
+            "downtime_s": 0.0,
+            "tiers": {FAST: f"DATA DIRECTORY {fast_location}", CAPACITY: "each table's directory as observed"},
+            "files": {"migration.sh": "#!/bin/sh\n" + _script("#", notes(steps), [REBUILD_FUNCTIONS], steps),
+                      "migration-undo.sh": "#!/bin/sh\n" + _script("#", notes(undo), [REBUILD_FUNCTIONS], undo)}}
+
+
 def _connected(steps: list[dict]) -> list[dict]:
     """The steps, each that starts another database's run of steps connecting to it first (psql's \\connect)."""
     current, connected = None, []
@@ -210,12 +287,8 @@ def migration_plan(m: dict, start: dict[str, str], end: dict[str, str],
     steps, undo = migration_steps(tables, start, end, bytes_per_s), migration_steps(tables, end, start, bytes_per_s)
     family = ENGINES[m["engine"]["name"]].family
     observed = m["settings"].get("workload") == OBSERVED
-    if observed and family != "postgresql":
-        raise RunDirError(f"an observed {m['engine']['name']} instance's tables move only with a rebuild into a "
-                          "DATA DIRECTORY or an offline copy; tierlab does not write that script for an instance it "
-                          "did not make yet (docs/observe.md says how)")
     if observed:
-        plan = _observed_postgresql(m, steps, undo, fast_location)
+        plan = (_observed_postgresql if family == "postgresql" else _observed_mysql_family)(m, steps, undo, fast_location)
     else:
         plan = _postgresql(m, steps, undo) if family == "postgresql" else _mysql_family(m, steps, undo)
     return {"engine": m["engine"]["name"], "database": m["settings"].get("database"), "steps": steps, "undo": undo,

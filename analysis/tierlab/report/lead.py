@@ -197,11 +197,11 @@ def caveats(manifest: dict, queries: pd.DataFrame, trace_counts: pd.DataFrame, o
 
 def recommend_options(manifest: dict) -> str:
     """What recommend needs beyond a capacity for this run: device profiles where a tier has no model (real devices),
-    and for an observed PostgreSQL instance where to make the fast tablespace."""
+    and for an observed instance where its migration puts the fast tier's objects."""
     options = ""
     if any(not (tier.get("profile") or {}).get("text") for tier in manifest.get("tiers", [])):
         options += " --profiles fast=PROFILE,capacity=PROFILE"
-    if manifest.get("workload", {}).get("name") == OBSERVED and manifest.get("engine", {}).get("name") == "postgresql":
+    if manifest.get("workload", {}).get("name") == OBSERVED:
         options += " --fast-location DIR"
     return options
 
