@@ -8,6 +8,7 @@ need none.
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -19,6 +20,25 @@ from .errors import InputError, TierlabError
 from .runs import manifest
 from .runs.doctor import doctor, format_report
 from .runs.tiers_check import format_check, run_check
+
+
+def _defined(value):
+    """value with every figure that is not a finite number (NaN: undefined; infinite) as None, numpy's numbers as
+    Python's."""
+    if isinstance(value, dict):
+        return {key: _defined(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_defined(item) for item in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(value) -> str:
+    """JSON as RFC 8259 has it (no NaN or Infinity, which strict parsers refuse): undefined figures are null."""
+    return json.dumps(_defined(value), indent=1, allow_nan=False)
 
 
 def _progress():
@@ -150,13 +170,13 @@ def _recommend(args) -> None:
 
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "recommend.json").write_text(json.dumps(result, indent=1))
+        (out / "recommend.json").write_text(json_text(result))
         for name, script in result["migration"]["plan"].get("files", {}).items():
             (out / name).write_text(script)
         for name, table in tables.items():
             table.to_csv(out / f"{name}.csv", index=False, float_format="%.6g")
         write_recommend_report(out, result, text)
-    print(json.dumps(result, indent=1) if args.json else text)
+    print(json_text(result) if args.json else text)
 
 
 def _devices(args) -> None:
@@ -195,7 +215,7 @@ def _trace_stats(args) -> None:
     for problem in suspect(stats["counts"]):
         print(f"warning: the trace has {problem}", file=sys.stderr)
     if args.json:
-        print(json.dumps(stats, indent=1, default=float))
+        print(json_text(stats))
         return
     for key, value in stats.items():
         print(f"{key:>26}  {value}")
@@ -207,7 +227,7 @@ def _planner_costs(args) -> None:
 
     profiles = device_profiles(args.profiles, [], Path())
     tiers = planner_costs.planner_costs(profiles, args.page_size, args.scan_request_size)
-    print(json.dumps(tiers, indent=1) if args.json else
+    print(json_text(tiers) if args.json else
           planner_costs.format_costs(tiers, args.page_size, args.scan_request_size))
 
 
@@ -219,14 +239,14 @@ def _variables(args) -> None:
 
 def _doctor(args) -> None:
     report = doctor(args.extra_vars, Path(args.inventory) if args.inventory else None, args.host, args.root)
-    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    print(json_text(report) if args.json else format_report(report))
     if any(item["verdict"] == "missing" for item in report["items"]):
         sys.exit(1)
 
 
 def _tiers_check(args) -> None:
     result = run_check(Path(args.root), args.runtime_s)
-    print(json.dumps(result, indent=1) if args.json else format_check(result))
+    print(json_text(result) if args.json else format_check(result))
 
 
 def _checked(convert, allowed: str, accept):

@@ -89,6 +89,14 @@ def test_a_request_reaching_beyond_2_63_bytes_is_counted_and_left_out(tmp_path):
     assert (trace.counts["beyond_bounds"], trace.counts["completion_without_dispatch"]) == (1, 0)
 
 
+def test_a_request_longer_than_any_device_takes_is_counted_and_left_out(tmp_path):
+    longest = (128 << 20) // 512
+    trace = decode(tmp_path, [d(0, 0, longest), c(10, 0, longest), d(20, 1 << 20, longest + 8),
+                              c(30, 1 << 20, longest + 8), d(40, 8 << 30, (1 << 23) - 1), c(50, 8 << 30, (1 << 23) - 1)])
+    assert trace.requests["size_sectors"].tolist() == [longest]
+    assert trace.counts["beyond_bounds"] == 2
+
+
 def test_a_completion_over_300_s_after_its_dispatch_is_a_time_jump_counted_and_its_latency_left_out(tmp_path):
     trace = decode(tmp_path, [d(0, 8, 8), c(301e6, 8, 8), d(10, 16, 8), c(20, 16, 8), d(5e6, 24, 8), c(299e6, 24, 8)])
     assert trace.requests[["sector", "latency_us"]].fillna(-1).values.tolist() == [[8, -1], [16, 10], [24, 294e6]]

@@ -15,6 +15,11 @@ CATEGORICAL_COLUMNS = [name for name, dtype in REQUEST_DTYPES.items() if dtype =
 # (below 2^32): a sector or size beyond is a corrupt field, and the request is counted (beyond_bounds), not used.
 MAX_END_SECTOR = ((1 << 63) - 1) // 512
 MAX_SIZE_SECTORS = ((1 << 32) - 1) // 512
+# No device takes a request this long: the block layer splits what it is given at the queue's max_sectors_kb
+# (1280 KiB or 4 MiB by default; raised at most to what the hardware allows, a few MiB to 32 MiB on real disks). A
+# longer one is a corrupt length, counted (beyond_bounds) and left out: summed, one such record of 4 GiB would read as
+# more than the whole trace moved.
+MAX_REQUEST_SECTORS = (128 << 20) // 512
 # the most a sector or size read from text is taken as, so that it fits the matcher's 64-bit fields
 LARGEST_SECTOR = (1 << 64) - 1
 # The block layer times a request out after 30 s by default; a completion more than ten times that after

@@ -15,7 +15,7 @@ and in the usual case (tens open) they stay small enough for the processor's cac
 import numba
 import numpy as np
 
-from .frame import MAX_END_SECTOR, MAX_LATENCY_US
+from .frame import MAX_END_SECTOR, MAX_LATENCY_US, MAX_REQUEST_SECTORS
 
 EMPTY = -1          # a slot without a key (s_dev) / the end of a list (e_next)
 FREE = -2           # e_row of an entry in the free list
@@ -167,7 +167,7 @@ def match_batch(time, nbytes, action, sector, pid, dev, dispatch_code, code_mask
             this_row = NO_ROW
             if is_data[rwbs] and nbytes[i] >= 512:
                 sectors = np.uint64(nbytes[i] >> 9)
-                if sector[i] > np.uint64(MAX_END_SECTOR) - sectors:
+                if sector[i] > np.uint64(MAX_END_SECTOR) - sectors or sectors > np.uint64(MAX_REQUEST_SECTORS):
                     counts[_BEYOND] += 1
                 else:
                     this_row = row

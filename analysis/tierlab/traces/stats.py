@@ -37,7 +37,8 @@ SUSPECT_COUNTS = {
     "lost_pages": "ring-buffer pages that follow lost events",
     "other_records": "records of other events in a raw ftrace window (skipped)",
     "missing_cpu_files": "CPU numbers without a per-CPU file (a CPU offline, or its file and events missing)",
-    "beyond_bounds": "requests beyond 2^63 bytes or 4 GiB long (corrupt fields; left out)",
+    "beyond_bounds": "requests beyond 2^63 bytes or over 128 MiB long, more than any device takes (corrupt fields; "
+                     "left out)",
     "time_jumps": "requests completed before their dispatch or over 300 s after it (corrupt times; their latency "
                   "left out)",
 }
