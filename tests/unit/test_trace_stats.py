@@ -124,7 +124,8 @@ def test_a_request_size_no_device_has_is_counted_and_left_out_of_a_small_trace(t
     out, err = capsys.readouterr()
     stats = json.loads(out)
     assert (stats["counts"]["beyond_bounds"], stats["read_requests"], stats["distinct_pages"]) == (1, 2, 1)
-    assert "warning: the trace has 1 requests beyond 2^63 bytes or 4 GiB long (corrupt fields; left out)\n" in err
+    assert ("warning: the trace has 1 requests beyond 2^63 bytes or over 128 MiB long, more than any device takes "
+            "(corrupt fields; left out)\n") in err
 
 
 @pytest.mark.parametrize(("content", "is_what"), [(bytes(range(256)) * 4, "not a block trace"), (b"", "empty")])
