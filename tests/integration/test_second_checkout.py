@@ -1,0 +1,27 @@
+"""A second checkout (as after cloning again to update) on a root the first one made: the instances keep their
+passwords with them under the root, so the second logs in to them as the first does."""
+
+import json
+import os
+import stat
+
+import pytest
+from lab import ANSIBLE_ENV, ROOT, command
+
+
+@pytest.mark.parametrize("engine", ["mariadb", "postgresql"])
+def test_a_second_checkout_logs_in_to_the_instances_the_first_made(lab, tmp_path, engine):
+    lab.playbook("tpch.yml", "--tags", "engine", engine=engine, layout="None")
+    clone = tmp_path / "clone"
+    done = command(["git", "clone", "-q", str(ROOT), str(clone)], "git clone", 300)
+    assert done.returncode == 0, done.stderr
+    variables = {"tierlab_root": lab.root, "results_dir": str(lab.results_dir), **lab.settings, "engine": engine,
+                 "layout": "None"}
+    done = command([str(ROOT / ".venv/bin/ansible-playbook"), "playbooks/tpch.yml", "--tags", "engine", "-e",
+                    json.dumps(variables)], "the second checkout's playbook", 900, cwd=clone,
+                   env={**os.environ, **ANSIBLE_ENV, "ANSIBLE_CONFIG": str(clone / "ansible.cfg")})
+    assert done.returncode == 0, done.stdout[-6000:]
+    assert not (clone / ".secrets").exists()
+    instance = "mariadb-16k" if engine == "mariadb" else "postgresql-8k"
+    kept = lab.root + f"/instances/{instance}/" + ("root.password" if engine == "mariadb" else "postgres.password")
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
