@@ -258,6 +258,7 @@ def test_mariadb_s_hot_index_is_found_in_its_table_s_file_and_the_table_recommen
     assert reads.index[0] == "app.hot.hot_k"
     assert reads["app.hot.hot_k"] > 0.5 * reads.sum()
     advice = mariadb["advice"]
+    assert advice["objects"][0]["unit"] == "app.hot"
     assert advice["layout"] == "app.hot"
     (step,) = advice["migration"]["plan"]["steps"]
     assert step["lines"] == [f"rebuild app hot {mariadb['fast']}"]
@@ -289,7 +290,8 @@ def test_mariadb_s_migration_rebuilds_the_table_on_the_fast_tier_and_its_undo_in
 
 def test_mariadb_s_system_files_and_logs_are_objects_of_their_own(mariadb):
     tables = json.loads((mariadb["run"] / "manifest.json").read_text())["layout"]["tables"]
-    assert {"innodb_system", "innodb_redo", "innodb_temp", "app.hot", "app.cold"} <= set(tables)
+    assert {"innodb_system", "innodb_redo", "innodb_temp", "mysql", "app.hot", "app.cold"} <= set(tables)
+    assert not [table for table in tables if table.startswith("mysql.")]
     assert {f["object"] for f in tables["app.hot"]["files"]} == {"app.hot", "app.hot.hot_k"}
 
 

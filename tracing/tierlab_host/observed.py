@@ -6,9 +6,10 @@ Objects are named as each engine qualifies them. PostgreSQL: database.schema.rel
 its index are <table>.toast and <table>.toast_index, a relation's free space and visibility maps <relation>.fsm and
 <relation>.vm; a database's system catalogs are one object, <database>.pg_catalog, the shared catalogs pg_global,
 the write-ahead log pg_wal. MySQL and MariaDB: database.table (its clustered index and the file's other pages),
-database.table.index (a secondary index's pages in the table's file), database.table#partition; the system
-tablespace innodb_system, the undo tablespaces innodb_undo, the redo log innodb_redo, the temporary tablespace
-innodb_temp, the doublewrite files innodb_doublewrite, the binary logs binlog.
+database.table.index (a secondary index's pages in the table's file), database.table#partition; the server's own
+tables (schemas mysql and sys) one object, mysql; the system tablespace innodb_system, the undo tablespaces
+innodb_undo, the redo log innodb_redo, the temporary tablespace innodb_temp, the doublewrite files
+innodb_doublewrite, the binary logs binlog.
 
 Each file also names its unit, the `table` a placement moves as one: in PostgreSQL a table with its TOAST and maps,
 or an index (ALTER TABLE and ALTER INDEX ... SET TABLESPACE move them apart); in MySQL and MariaDB a table with its
@@ -72,6 +73,8 @@ MYSQL_INDEXES = {
 # the performance schema's I/O per file (where it is on and readable): bytes and requests the server asked for
 MYSQL_FILE_IO = ("SELECT FILE_NAME, COUNT_READ, SUM_NUMBER_OF_BYTES_READ, COUNT_WRITE, SUM_NUMBER_OF_BYTES_WRITE "
                  "FROM performance_schema.file_summary_by_instance WHERE EVENT_NAME LIKE 'wait/io/file/innodb/%'")
+# the schemas of the server's own tables (privileges, statistics, replication state)
+MYSQL_SYSTEM_SCHEMAS = ("mysql", "sys")
 # InnoDB writes a table name's other characters as @ and four hex digits in its files' names
 MYSQL_ENCODED = re.compile(r"@([0-9a-f]{4})")
 
@@ -290,6 +293,10 @@ class ObservedMysql:
             database, table = space.split("/", 1)
             table, *partition = re.split(r"#[Pp]#", table, maxsplit=1)
             database, table = _mysql_name(database), _mysql_name(table)
+            if database in MYSQL_SYSTEM_SCHEMAS:
+                # the server's own tables: one object, which no statement moves
+                add("mysql", "catalog", "mysql", datadir / filename)
+                continue
             if self.asked and database not in self.asked:
                 continue
             unit = f"{database}.{table}"
