@@ -56,3 +56,11 @@ def test_a_file_moved_elsewhere_on_the_disk_is_mapped_at_both_places_and_listed_
     files, changed = merge_maps([entry("a", [[0, 10 * MIB, MIB]])], [entry("a", [[0, 60 * MIB, MIB]])])
     assert extents_of(files) == {"a": [[0, 10 * MIB, MIB], [0, 60 * MIB, MIB]]}
     assert [(c["object"], c["change"]) for c in changed] == [("a", "moved")]
+
+
+def test_space_three_objects_held_over_the_window_is_attributed_to_none_of_them():
+    start = [entry("old", [[0, 50 * MIB, 2 * MIB]])]
+    end = [entry("taker", [[0, 51 * MIB, 2 * MIB]]), entry("third", [[0, 52 * MIB, 2 * MIB]])]
+    files, changed = merge_maps(start, end)
+    assert extents_of(files) == {"old": [], "taker": [], "third": []}
+    assert sorted(c["object"] for c in changed if c["change"] == "ambiguous") == ["old", "taker", "third"]

@@ -88,12 +88,15 @@ def merge_maps(start: list[dict], end: list[dict]) -> tuple[list[dict], list[dic
         last = kept[-1] if kept else None
         if last is None or last[0] != device or first >= last[2]:
             kept.append([device, first, stop, logical, key, which])
-        elif last[4][0] == key[0] and last[1] - last[3] == first - logical:
+        elif last[4] is not None and last[4][0] == key[0] and last[1] - last[3] == first - logical:
             # the same object's extent in both maps, or grown in place
             last[2] = max(last[2], stop)
         else:
+            # sectors two objects held (or one at two places in its files): the span goes to none of them
             ambiguous[key[0]] += stop - first
-            ambiguous[last[4][0]] += last[2] - last[1]
+            if last[4] is not None:
+                ambiguous[last[4][0]] += last[2] - last[1]
+            last[2] = max(last[2], stop)
             last[4] = None
     for _, first, stop, logical, key, _ in kept:
         if key is not None:
