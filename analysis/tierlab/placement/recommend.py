@@ -70,7 +70,8 @@ def format_summary(result: dict) -> str:
         f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
         *_migration_lines(result["migration"]["plan"]),
         *_object_lines(result.get("objects", [])),
-        f"Evidence: {len(result['evidence'])} traced queries of run(s) {', '.join(runs)}.",
+        f"Evidence: {len(result['evidence'])} traced {'intervals' if 'objects' in result else 'queries'} of run(s) "
+        f"{', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
     ]
     lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}"
