@@ -279,9 +279,10 @@ def test_mariadb_s_migration_rebuilds_the_table_on_the_fast_tier_and_its_undo_in
     for name, directory in (("migration.sh", fast / "app"), ("migration-undo.sh", instance.datadir / "app")):
         done = command(["sh", str(mariadb["out"] / name)], f"sh {name}", 600, env={**os.environ, "MYSQL": client})
         assert done.returncode == 0, done.stderr
-        # where the server finds it after a restart too
-        instance.stop()
-        instance.start()
+        if name == "migration.sh":
+            # a table in a DATA DIRECTORY is found through its .isl after a restart too
+            instance.stop()
+            instance.start()
         assert _hot_file(instance) == directory / "hot.ibd", name
         assert os.stat(_hot_file(instance)).st_dev == os.stat(directory).st_dev
         assert instance.sql("SELECT COUNT(*), SUM(k) FROM hot", "app") == rows
