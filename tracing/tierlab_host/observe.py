@@ -22,7 +22,7 @@ from pathlib import Path
 from . import trace
 from .extents import map_files
 from .observed import observed
-from .runner import STOP, _append, _done_tries, _lock, _progress, run_recorded
+from .runner import STOP, _append, _done_tries, _progress, locked_loop, run_recorded
 from .system import SYS_DEV_BLOCK, device_model, device_name, device_of_path, mount_facts, whole_disk
 
 # how often a stop is looked for while an interval lasts
@@ -155,19 +155,7 @@ def _wait(seconds: float) -> None:
 
 
 def observe(spec: dict) -> dict:
-    raw = Path(spec["run_dir"]) / "raw"
-    for sub in ("traces", "counters"):
-        (raw / sub).mkdir(parents=True, exist_ok=True)
-    lock = _lock(raw)
-    try:
-        result = _observe_locked(spec, raw)
-    except Exception as exc:
-        _progress(raw, f"failed: {' '.join(str(exc).split())}")
-        raise
-    finally:
-        lock.close()
-    _progress(raw, "done")
-    return result
+    return locked_loop(spec, ("traces", "counters"), _observe_locked)
 
 
 def _observe_locked(spec: dict, raw: Path) -> dict:

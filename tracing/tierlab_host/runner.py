@@ -330,13 +330,15 @@ def object_files(db, spec: dict) -> list[dict]:
             for item in db.object_files(spec["database"], spec["tables"])]
 
 
-def run_queries(spec: dict) -> dict:
+def locked_loop(spec: dict, subdirs: tuple[str, ...], loop) -> dict:
+    """A run's loop (loop(spec, raw)) under the run's lock, its raw subdirectories made, its end (done, or why it
+    failed) in the progress log."""
     raw = Path(spec["run_dir"]) / "raw"
-    for sub in ("traces", "counters", "output", "plans", "driver"):
+    for sub in subdirs:
         (raw / sub).mkdir(parents=True, exist_ok=True)
     lock = _lock(raw)
     try:
-        result = _run_locked(spec, raw)
+        result = loop(spec, raw)
     except Exception as exc:
         _progress(raw, f"failed: {' '.join(str(exc).split())}")
         raise
@@ -344,6 +346,10 @@ def run_queries(spec: dict) -> dict:
         lock.close()
     _progress(raw, "done")
     return result
+
+
+def run_queries(spec: dict) -> dict:
+    return locked_loop(spec, ("traces", "counters", "output", "plans", "driver"), _run_locked)
 
 
 def _run_locked(spec: dict, raw: Path) -> dict:
