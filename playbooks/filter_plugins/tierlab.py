@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 from tierlab.catalog.engines import ENGINES
 from tierlab.catalog.values import parse_bytes
 from tierlab.catalog.variables import group
-from tierlab.catalog.workloads import WORKLOADS
+from tierlab.catalog.workloads import workload_of
 from tierlab.checkout import PROJECT
 from tierlab.errors import TierlabError
 from tierlab.runs.doctor import judge, probe_arguments, refuse_missing, warnings
@@ -46,8 +46,9 @@ def tierlab_engine(name):
     return ENGINES[name].facts()
 
 
-def tierlab_workload(name):
-    return WORKLOADS[name].facts()
+def tierlab_workload(settings):
+    """What the catalog, or the run's workload directory, declares of the run's workload."""
+    return workload_of(dict(settings)).facts()
 
 
 def tierlab_run_settings(values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
@@ -81,7 +82,7 @@ def tierlab_host_check(probe, settings, tiers):
 def tierlab_query_files(settings, dialect):
     """The SQL files of the run's queries and of its co-running query: the dialect's own where the dialects differ,
     else the one every engine runs (the catalog says where to look)."""
-    workload = WORKLOADS[settings["workload"]]
+    workload = workload_of(dict(settings))
     queries = list(dict.fromkeys([*settings["queries"], *([settings["corun"]] if settings["corun"] not in (None, "none")
                                                           else [])]))
     found = []

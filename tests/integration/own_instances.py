@@ -77,9 +77,9 @@ class PartitionedDisk:
 class OwnPostgresql:
     """A cluster of its own (initdb) as user postgres, on a port and socket directory of its own; in a memory group of
     its own (cgroup v1), as a container's memory limit bounds a server, so that what it reads does not all stay in the
-    page cache."""
+    page cache. settings: more server settings, as postgresql.conf names them."""
 
-    def __init__(self, datadir: Path, port: int, shared_buffers: str = "16MB"):
+    def __init__(self, datadir: Path, port: int, shared_buffers: str = "16MB", settings: dict[str, str] | None = None):
         self.datadir, self.port = datadir, port
         self.memory_group = MEMORY_GROUPS / f"tierlab-own-postgresql-{port}"
         assert MEMORY_GROUPS.is_dir(), f"no cgroup v1 memory controller at {MEMORY_GROUPS} to bound the server with"
@@ -99,7 +99,8 @@ class OwnPostgresql:
         # the shell joins the memory group, then becomes pg_ctl, whose server is born in it
         start = [str(POSTGRESQL_BIN / "pg_ctl"), "-D", str(datadir), "-l", str(self.log), "-w", "-t",
                  str(START_TIMEOUT_S), "-o", f"-p {port} -k {self.socket_dir} -c listen_addresses='' "
-                 f"-c shared_buffers={shared_buffers}", "start"]
+                 f"-c shared_buffers={shared_buffers}"
+                 + "".join(f" -c {name}={value}" for name, value in (settings or {}).items()), "start"]
         self.memory_group.mkdir()
         try:
             _ok(["sh", "-c", f'echo $$ > {self.memory_group / "cgroup.procs"} && exec "$@"', "sh", "runuser", "-u",

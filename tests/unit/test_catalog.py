@@ -11,7 +11,7 @@ import yaml
 from tierlab.catalog.engines import ENGINES
 from tierlab.catalog.reference import markdown
 from tierlab.catalog.variables import BY_NAME, VARIABLES, Choice, group
-from tierlab.catalog.workloads import WORKLOADS
+from tierlab.catalog.workloads import WORKLOAD_DIR, WORKLOADS, playbook
 from tierlab.errors import InputError
 from tierlab.runs.settings import validate
 from tierlab_host.engines import ENGINES as HOST_ENGINES
@@ -74,15 +74,15 @@ def test_the_roles_argument_specs_allow_what_the_catalog_allows():
                     assert tuple(option["choices"]) == BY_NAME[name].kind.values, (specs, name)
                     checked += 1
                 if name == "run_workload":
-                    assert option["choices"] == list(WORKLOADS)
+                    assert option["choices"] == [*WORKLOADS, WORKLOAD_DIR]
                     checked += 1
     assert checked >= 3
 
 
 def test_every_workload_has_its_playbook_and_every_query_its_sql_in_every_dialect():
+    assert _yaml(ROOT / playbook(WORKLOAD_DIR))[0]["vars"]["run_workload"] == WORKLOAD_DIR
     for workload in WORKLOADS.values():
-        playbook = _yaml(ROOT / workload.playbook)
-        assert playbook[0]["vars"]["run_workload"] == workload.name
+        assert _yaml(ROOT / workload.playbook)[0]["vars"]["run_workload"] == workload.name
         if workload.kind == "timed":
             continue
         for query in workload.queries:

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from tierlab.catalog.layout import parse_layout
+from tierlab.catalog.workloads import TPCH
 from tierlab.placement import predict
 
 MIB = 1 << 20
@@ -19,20 +20,20 @@ def q03(weight: float = 1.0) -> predict.TracedQuery:
              frozenset({"lineitem"}): 700.0, frozenset({"customer", "orders"}): 500.0,
              frozenset({"customer", "lineitem"}): 690.0, frozenset({"orders", "lineitem"}): 300.0,
              frozenset({"customer", "orders", "lineitem"}): 250.0}
-    return predict.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O"), costs)
+    return predict.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O", TPCH), costs)
 
 
 def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time():
     query = q03()
-    assert query.predict_s(query.io_us(parse_layout("C+O"))) == 10.0
+    assert query.predict_s(query.io_us(parse_layout("C+O", TPCH))) == 10.0
     # 2 s without I/O, and 8 s of I/O scaled by 1000 / 500
-    assert query.predict_s(query.io_us(parse_layout("None"))) == 18.0
+    assert query.predict_s(query.io_us(parse_layout("None", TPCH))) == 18.0
     # tables the query does not read change nothing
-    assert query.io_us(parse_layout("O+L+PS+P")) == 300.0
+    assert query.io_us(parse_layout("O+L+PS+P", TPCH)) == 300.0
 
 
 def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():
-    predicted = predict.predict_layouts([q03()], predict.all_layouts(SIZES), "tpch")
+    predicted = predict.predict_layouts([q03()], predict.all_layouts(SIZES), TPCH)
     assert len(predicted) == 256
     curve = predict.capacity_curve(predicted)
     # None at 0 B is as good as N+R (0 B too) and comes first; O beats C+O's larger footprint until L fits
@@ -48,13 +49,13 @@ def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():
 
 
 def test_weights_scale_each_query_s_share_of_the_workload_time():
-    predicted = predict.predict_layouts([q03(weight=3.0)], predict.all_layouts(SIZES), "tpch").set_index("layout")
+    predicted = predict.predict_layouts([q03(weight=3.0)], predict.all_layouts(SIZES), TPCH).set_index("layout")
     # three times 18 s, 10 s and 6.8 s
     assert predicted.loc[["None", "C+O", "O+L"], "predicted_s"].tolist() == pytest.approx([54.0, 30.0, 20.4])
 
 
 def test_the_cache_wins_where_the_admitting_cache_s_predicted_time_is_below_the_best_placement_s():
-    curve = predict.capacity_curve(predict.predict_layouts([q03()], predict.all_layouts(SIZES), "tpch"))
+    curve = predict.capacity_curve(predict.predict_layouts([q03()], predict.all_layouts(SIZES), TPCH))
     cache = pd.DataFrame({"capacity_bytes": [2 * MIB, 2 * MIB, 17 * MIB, 17 * MIB],
                           "policy": ["lru", "admitting"] * 2, "hits": [20, 10, 90, 80], "requests": [100] * 4,
                           "io_us": [300.0, 400.0, 550.0, 600.0]})

@@ -331,15 +331,15 @@ def test_an_unknown_sysbench_test_is_refused_naming_the_tests():
 def test_a_scale_factor_is_refused_for_sysbench():
     with pytest.raises(InputError) as err:
         sysbench(scale_factor="1")
-    assert str(err.value) == ("scale_factor='1' means nothing for workload=sysbench; it applies to workload tpch and "
-                              "ssb only. Leave it unset for sysbench")
+    assert str(err.value) == ("scale_factor='1' means nothing for workload=sysbench; it applies to workload tpch, ssb "
+                              "and workload_dir only. Leave it unset for sysbench")
 
 
 def test_a_co_runner_is_refused_for_sysbench():
     with pytest.raises(InputError) as err:
         sysbench(corun="read_only")
-    assert str(err.value) == ("corun='read_only' means nothing for workload=sysbench; it applies to workload tpch and "
-                              "ssb only. Leave it unset for sysbench")
+    assert str(err.value) == ("corun='read_only' means nothing for workload=sysbench; it applies to workload tpch, "
+                              "ssb and workload_dir only. Leave it unset for sysbench")
 
 
 def test_sysbench_variables_are_refused_for_a_query_workload():

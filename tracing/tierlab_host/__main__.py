@@ -31,6 +31,8 @@ def main() -> None:
     bind.add_argument("paths", nargs="*")
     move = sub.add_parser("layout-apply", help="move the objects whose tier the layout changes")
     move.add_argument("spec_file")
+    place = sub.add_parser("layout-place", help="put the new, empty tables of a schema tierlab did not write on their tiers")
+    place.add_argument("spec_file")
     prepare = sub.add_parser("sysbench-prepare", help="create and fill sysbench's tables with its own prepare")
     prepare.add_argument("spec_file")
     compress = sub.add_parser("database-compress", help="have the file system compress a database's files")
@@ -62,7 +64,8 @@ def main() -> None:
             teardown.main()
         elif args.command == "chroot-mount":
             chroot.main(args.root, args.paths)
-        elif args.command in ("engine-start", "engine-stop", "layout-apply", "sysbench-prepare", "database-compress"):
+        elif args.command in ("engine-start", "engine-stop", "layout-apply", "layout-place", "sysbench-prepare",
+                              "database-compress"):
             engine_commands.main(args.command, args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)

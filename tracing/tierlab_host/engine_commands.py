@@ -4,7 +4,9 @@ sysbench's tables, and have the file system compress a database.
 engine-start and engine-stop take the engine's spec; layout-apply takes
 {engine: spec, database, placement: {table: tier role}} and moves what the
 placement changes (the engine decides how: offline for InnoDB files, ALTER ...
-SET TABLESPACE for PostgreSQL), with each move's time; sysbench-prepare takes
+SET TABLESPACE for PostgreSQL), with each move's time; layout-place takes the
+same and table_options, and puts the new, empty tables of a schema tierlab did
+not write on their tiers; sysbench-prepare takes
 {engine: spec, database, tables, table_size, threads, target, table_options};
 database-compress takes {engine: spec, database, compression, step}: step
 `dirs` sets the compression on the database's directory on every tier, before
@@ -35,6 +37,9 @@ def main(command: str, spec_file: str) -> None:
         elif command == "database-compress":
             dirs = fs_compression.compress_files(db.database_dirs(spec["database"]), spec["compression"])
             result = {"changed": True, "dirs": dirs}
+        elif command == "layout-place":
+            moves = db.place(spec["database"], spec["placement"], spec["table_options"])
+            result = {"changed": bool(moves), "moves": moves}
         else:
             moves = db.move(spec["database"], spec["placement"])
             result = {"changed": bool(moves), "moves": moves}

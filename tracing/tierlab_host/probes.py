@@ -70,11 +70,11 @@ def images(root: Path) -> dict:
 
 
 def data(root: Path) -> dict:
-    """The tables generated completely in the root's data cache, by workload and scale ('tpch/sf0.1')."""
+    """The tables generated completely in the root's data cache, by workload and scale ('tpch/sf0.1'; a workload
+    directory's scale with its revision, 'shop/sf0.1-1a2b3c4d'): their .tbl or .csv files' marks."""
     found: dict[str, list[str]] = {}
-    for done in sorted((root / DATA_DIR).glob("*/*/*.tbl.complete")):
-        found.setdefault(f"{done.parent.parent.name}/{done.parent.name}", []).append(
-            done.name.removesuffix(".tbl.complete"))
+    for done in sorted((root / DATA_DIR).glob("*/*/*.complete")):
+        found.setdefault(f"{done.parent.parent.name}/{done.parent.name}", []).append(done.name.split(".")[0])
     return found
 
 

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import emulator, record, subqueries, sysbench, trace
+from . import emulator, record, replay, subqueries, sysbench, trace
 from .engines import engine
 from .extents import map_files
 from .system import HostError, cmdline, device_of_path, stop_process
@@ -311,9 +311,44 @@ class CoRunner:
                 "corun_error": f"{failed[0]['status']}: {failed[0]['error']}" if failed else ""}
 
 
+class ReplayStep:
+    """A step that replays a PostgreSQL log of a workload directory (raw/driver/ keeps pgreplay's report): the log,
+    its sessions made the run's, is written once before the first window; the step ends when the replay does."""
+
+    def __init__(self, spec: dict, name: str):
+        self.spec = spec
+        self.log = Path(spec["queries_dir"]) / f"{name}.csv"
+        self.replayed = Path(spec["queries_dir"]) / f"{name}.replayed.csv"
+
+    def warm_up(self, db, raw: Path, label: str) -> None:
+        if not self.replayed.exists():
+            replay.rewrite(self.log, self.replayed, self.spec["replay_database"], db.user, self.spec["database"])
+
+    def run(self, db, raw: Path, label: str) -> dict:
+        cmd, env = replay.command(db.spec, self.replayed, self.spec["replay_speed"])
+        output = raw / "driver" / f"{label}.txt"
+        result = _watched(cmd, None, env, output, self.spec["query_timeout_s"])
+        counts = replay.reported(output.read_text(errors="replace"))
+        if result["status"] == "ok" and counts["statements"] is None:
+            result = {**result, "status": "error", "error": f"pgreplay wrote no report: {result['error']}"}
+        elif result["status"] == "ok" and counts["statements"] and counts["errors"] == counts["statements"]:
+            # some statements of a captured day may fail anywhere; all of them, when the database is not the one
+            result = {**result, "status": "error",
+                      "error": f"all {counts['statements']} statements failed (raw/driver/{label}.txt)"}
+        return {**result, "error": result["error"] if result["status"] != "ok" else "", "rows": None}
+
+    def plan(self, db, log_from: int) -> None:
+        """A replay runs many statements: no one plan."""
+
+
 def step(spec: dict, query: str, key_starts: dict[str, list[int]]):
-    """The step a run's query id stands for: a query of a query workload, or a test of a driver."""
-    return SysbenchStep(spec, query) if spec.get("driver") else QueryStep(spec, query, key_starts)
+    """The step a run's query id stands for: a query of a query workload, a replay of a workload directory's log,
+    or a test of a driver."""
+    if spec.get("driver"):
+        return SysbenchStep(spec, query)
+    if query in spec.get("replays", []):
+        return ReplayStep(spec, query)
+    return QueryStep(spec, query, key_starts)
 
 
 def subquery_key_starts(db, spec: dict) -> dict[str, list[int]]:

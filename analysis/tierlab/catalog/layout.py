@@ -1,26 +1,25 @@
 """The layout grammar: which tables sit on the fast tier.
 
 A layout is `None` (nothing on the fast tier), `ALL` (everything on it), or
-table codes joined by `+` (`C+O`: customer and orders on the fast tier).
+table codes joined by `+` (`C+O`: customer and orders on the fast tier; a
+workload directory's codes are its table names: `orders+customers`).
 Every table not named sits on the capacity tier.
 """
 
 from ..errors import InputError
-from .workloads import WORKLOADS
+from .workloads import Workload
 
 FAST = "fast"
 CAPACITY = "capacity"
 
 
-def _allowed(workload: str) -> str:
-    return "None, ALL, or codes " + " ".join(WORKLOADS[workload].codes) + " joined by '+'"
+def _allowed(workload: Workload) -> str:
+    return "None, ALL, or codes " + " ".join(workload.codes) + " joined by '+'"
 
 
-def parse_layout(text: str, workload: str = "tpch") -> dict[str, str]:
+def parse_layout(text: str, workload: Workload) -> dict[str, str]:
     """{table: 'fast' | 'capacity'} for every table of the workload."""
-    if workload not in WORKLOADS:
-        raise InputError(f"workload {workload!r} is unknown; allowed: {', '.join(WORKLOADS)}")
-    codes = WORKLOADS[workload].codes
+    codes = workload.codes
     text = str(text).strip()
     if text == "None":
         fast = set()
@@ -42,9 +41,9 @@ def parse_layout(text: str, workload: str = "tpch") -> dict[str, str]:
     return {table: FAST if table in fast else CAPACITY for table in codes.values()}
 
 
-def layout_name(placement: dict[str, str], workload: str = "tpch") -> str:
+def layout_name(placement: dict[str, str], workload: Workload) -> str:
     """The canonical layout text of a placement (codes in the workload's order)."""
-    fast = [code for code, table in WORKLOADS[workload].codes.items() if placement[table] == FAST]
+    fast = [code for code, table in workload.codes.items() if placement[table] == FAST]
     if not fast:
         return "None"
     if len(fast) == len(placement):

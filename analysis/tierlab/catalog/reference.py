@@ -2,7 +2,7 @@
 
 from .engines import ENGINES
 from .variables import VARIABLES, Variable
-from .workloads import WORKLOADS
+from .workloads import WORKLOAD_DIR, WORKLOADS
 
 HEADER = """# Variables
 
@@ -59,6 +59,8 @@ def markdown() -> str:
     lines += ["## Workloads", "", "| workload | playbook | kind | tables (layout codes) |", "|---|---|---|---|"]
     lines += [f"| `{w.name}` | `{w.playbook}` | {w.kind} | {', '.join(f'{t} ({c})' for c, t in w.codes.items())} |"
               for w in WORKLOADS.values()]
+    lines += [f"| `{WORKLOAD_DIR}` | `playbooks/workload.yml` | queries | a directory's own (`workload_dir`; "
+              "docs/workload-dir.md): its table names are its codes |"]
     lines += ["", "## Engines", "", "| engine | what | page sizes | compressions |", "|---|---|---|---|"]
     lines += [f"| `{e.name}` | {e.title} | {', '.join(e.page_sizes)} | {', '.join(e.compressions)} |"
               for e in ENGINES.values()]

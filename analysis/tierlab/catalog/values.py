@@ -186,7 +186,7 @@ class Layout:
     allowed = "None, ALL, or the workload's table codes joined by '+' (C+O)"
 
     def parse(self, name: str, value, context: Context) -> str:
-        return layout_name(parse_layout(value, context.workload.name), context.workload.name)
+        return layout_name(parse_layout(value, context.workload), context.workload)
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,12 @@ from .values import (
     SizeShareOrUnbounded,
     Text,
 )
-from .workloads import WORKLOADS
+from .workloads import WORKLOAD_DIR, WORKLOADS
 
 ALL_ENGINES = tuple(ENGINES)
 MYSQL_FAMILY = tuple(name for name, engine in ENGINES.items() if engine.family == "mysql")
-QUERY_WORKLOADS = tuple(name for name, workload in WORKLOADS.items() if workload.kind == "queries")
+# a workload directory (playbooks/workload.yml) is a query workload of the user's own
+QUERY_WORKLOADS = (*(name for name, workload in WORKLOADS.items() if workload.kind == "queries"), WORKLOAD_DIR)
 TIMED_WORKLOADS = tuple(name for name, workload in WORKLOADS.items() if workload.kind == "timed")
 SPLIT_WORKLOADS = tuple(name for name, workload in WORKLOADS.items() if workload.partition_keys)
 FLUSH_METHODS = ("O_DIRECT", "O_DIRECT_NO_FSYNC", "fsync", "O_DSYNC")
@@ -112,7 +113,8 @@ VARIABLES = (
              "how that cache admits pages: `admitting` (on a page's second access, sequential reads passing it by, "
              "as dm-cache and bcache) or `lru` (every page read)."),
     Variable("scale_factor", Number(0, example="e.g. 0.1, 1, 10"), "0.1",
-             "TPC-H's and SSB's scale factor. Data is generated once per workload and scale factor and cached.",
+             "TPC-H's and SSB's scale factor, and a workload directory's whose data a command makes. Data is "
+             "generated once per workload and scale factor and cached.",
              workloads=QUERY_WORKLOADS),
     Variable("corun", Corun(), "none",
              "one query of the workload (`q1.1`) that runs beside every query of the run on a connection of its own, "
@@ -123,6 +125,15 @@ VARIABLES = (
              "each query split into this many subqueries run at once, each on a connection of its own with one range "
              "of its driving dimension's key added to its WHERE clause (flight 1 by date, flight 2 by part, flights 3 "
              "and 4 by customer); the query ends when its last subquery does.", workloads=SPLIT_WORKLOADS),
+    Variable("workload_dir", Text("the absolute path of a workload directory on the controller"), "",
+             "the directory of a workload of your own (`playbooks/workload.yml`): its `workload.yml` names its tables, "
+             "data (CSV files, or a command that prints them, given `TIERLAB_TABLE` and `TIERLAB_SCALE_FACTOR`) and "
+             "queries with their weights; `schema.sql`, `indexes.sql` and `queries/<id>.sql` beside it, each with "
+             "per-dialect variants where the engines differ (docs/workload-dir.md). Its layouts name its tables "
+             "(`layout=orders+customers`).", workloads=(WORKLOAD_DIR,)),
+    Variable("replay_speed", Number(0, 10000, "e.g. 1, 10"), "1",
+             "how many times faster than it was captured a workload directory's replay of a PostgreSQL log runs "
+             "(pgreplay's `-s`): `1` keeps its pauses, `10` shortens them tenfold.", workloads=(WORKLOAD_DIR,)),
     Variable("tables", Int(1, 1024), "4", "sysbench's tables.", workloads=TIMED_WORKLOADS),
     Variable("table_size", Int(1, 10**10), "100000",
              "rows per table (about 260 bytes each with its indexes on InnoDB). The run id and the database carry "

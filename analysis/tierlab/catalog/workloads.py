@@ -39,19 +39,46 @@ class Workload:
     # per query, the driving dimension (table, key column) whose key ranges split the query into subqueries run
     # at once (the subqueries variable); a workload without them runs each query whole
     partition_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # how the generated data is written: TPC-H's '|'-separated .tbl files, or CSV files with a header row
+    data_format: str = "tbl"
+    # A workload of the user's own (catalog.workload_dir): its directory on the controller; a digest of what makes
+    # its database (schema and data), which the database's name carries; its generator's source (csv_files: the
+    # directory of its <table>.csv files; csv_command: the command that prints a table's CSV); each query's weight
+    # (how often it runs, relative); per dialect, its schema file and its index file (or None); its replays (steps
+    # that replay a PostgreSQL csvlog): id -> the log's path, and the captured database whose sessions they replay.
+    directory: str | None = None
+    revision: str = ""
+    data_source: str = ""
+    weights: dict[str, float] = field(default_factory=dict)
+    schema_files: dict[str, str] = field(default_factory=dict)
+    index_files: dict[str, str | None] = field(default_factory=dict)
+    replays: dict[str, str] = field(default_factory=dict)
+    replay_database: str = ""
 
     @property
     def playbook(self) -> str:
-        return f"playbooks/{self.name}.yml"
+        return playbook(WORKLOAD_DIR if self.directory else self.name)
 
-    def query_files(self, query: str, dialect: str) -> tuple[str, str]:
+    @property
+    def scope(self) -> str:
+        """What the catalog's variables name this workload by (a directory's workload is one of many)."""
+        return WORKLOAD_DIR if self.directory else self.name
+
+    def query_files(self, query: str, dialect: str) -> tuple[str, ...]:
         """Where a query's SQL is, in the order to look: the dialect's own file where the dialects differ, else
-        the one file every engine runs (paths in the checkout)."""
-        return f"queries/{self.name}/{dialect}/{query}.sql", f"queries/{self.name}/{query}.sql"
+        the one file every engine runs (paths in the checkout, or in a workload directory); a replay's log."""
+        if query in self.replays:
+            return (self.replays[query],)
+        where = f"{self.directory}/queries" if self.directory else f"queries/{self.name}"
+        return f"{where}/{dialect}/{query}.sql", f"{where}/{query}.sql"
 
     def facts(self) -> dict:
         """The declaration as the playbooks take it."""
-        return {**asdict(self), "playbook": self.playbook, "timed": self.kind == "timed"}
+        return {**self.declaration(), "playbook": self.playbook, "timed": self.kind == "timed"}
+
+    def declaration(self) -> dict:
+        """Every field, as a run's settings record a workload directory's (workload_of reads it back)."""
+        return asdict(self)
 
     def tables(self, count: int = 0) -> list[str]:
         """The tables, in load order; a numbered workload's `count` copies of its table."""
@@ -61,7 +88,9 @@ class Workload:
 
     def query_aliases(self) -> dict[str, str]:
         """What a user may type for each query ('q03', 'q3', '3' for TPC-H's q03; 'q1.1', '1.1' for SSB's;
-        'oltp_read_only', 'read_only' for sysbench's test)."""
+        'oltp_read_only', 'read_only' for sysbench's test); a workload directory's queries by their ids alone."""
+        if self.directory:
+            return {query: query for query in self.queries}
         aliases = {}
         for query in self.queries:
             number = query.removeprefix("q").removeprefix("oltp_")
@@ -119,3 +148,19 @@ SYSBENCH = Workload(
 )
 
 WORKLOADS = {workload.name: workload for workload in (TPCH, SSB, SYSBENCH)}
+# the workload of playbooks/workload.yml: one the user declares in a directory (workload_dir)
+WORKLOAD_DIR = "workload_dir"
+
+
+def playbook(workload: str) -> str:
+    """The playbook that runs a catalog's workload, or a workload directory's (WORKLOAD_DIR)."""
+    return "playbooks/workload.yml" if workload == WORKLOAD_DIR else f"playbooks/{workload}.yml"
+
+
+def workload_of(settings: dict) -> Workload:
+    """A run's workload: the catalog's, or the one its settings recorded from a workload directory."""
+    if settings["workload"] in WORKLOADS:
+        return WORKLOADS[settings["workload"]]
+    declared = settings["workload_declared"]
+    return Workload(**{**declared, "codes": dict(declared["codes"]), "load_order": tuple(declared["load_order"]),
+                       "queries": tuple(declared["queries"])})

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.layout import CAPACITY, FAST, layout_name
+from ..catalog.workloads import Workload
 from ..errors import InputError
 
 # more tables than this make 2^n layouts too many to enumerate
@@ -50,7 +51,7 @@ def all_layouts(table_bytes: dict[str, int]) -> pd.DataFrame:
     return fast
 
 
-def predict_layouts(queries: list[TracedQuery], layouts: pd.DataFrame, workload: str) -> pd.DataFrame:
+def predict_layouts(queries: list[TracedQuery], layouts: pd.DataFrame, workload: Workload) -> pd.DataFrame:
     """Each layout's predicted, weighted workload time."""
     tables = [c for c in layouts.columns if c != "fast_bytes"]
     placements = [{t: FAST if row[t] else CAPACITY for t in tables} for row in layouts[tables].to_dict("records")]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..catalog.layout import CAPACITY, FAST, parse_layout
+from ..catalog.workloads import workload_of
 from ..devices import cost_model, profiles
 from ..errors import InputError, RunDirError
 from ..runs.manifest import tiers_dilation
@@ -113,10 +114,11 @@ def _migration_lines(plan: dict) -> list[str]:
     return lines
 
 
-def parse_weights(text: str | None, queries: list[str]) -> dict[str, float]:
-    """--weights q03=2,q10=1: the queries to optimise for and their weights (default: every query, 1 each)."""
+def parse_weights(text: str | None, queries: list[str], declared: dict[str, float]) -> dict[str, float]:
+    """--weights q03=2,q10=1: the queries to optimise for and their weights (default: the weights the workload
+    declares, where it does: a workload directory's; else every query, 1 each)."""
     if not text:
-        return dict.fromkeys(queries, 1.0)
+        return {query: declared.get(query, 1.0) for query in queries}
     weights = {}
     for item in text.split(","):
         query, _, weight = item.partition("=")
@@ -152,7 +154,8 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise RunDirError(f"query {repeated[0]} was traced in more than one of these runs (or tries); give each query once")
-    weights = parse_weights(weights_text, names)
+    declared = {} if first["settings"]["workload"] == OBSERVED else workload_of(first["settings"]).weights
+    weights = parse_weights(weights_text, names, declared)
     traced = [t for t in traced if weights.get(t[2]["query"], 0) > 0]
     page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
     with tempfile.TemporaryDirectory() as scratch:
@@ -165,7 +168,7 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
         if first["settings"]["workload"] == OBSERVED:
             return _recommend_objects(runs, traced, weights, table_bytes, capacity_bytes, profile_files, page_bytes,
                                       rates, show, fast_location)
-        workload = first["workload"]["name"]
+        workload = workload_of(first["settings"])
         from_layout = from_layout or first["layout"]["name"]
         start = parse_layout(from_layout, workload)
         queries = []

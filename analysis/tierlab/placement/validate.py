@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..catalog.layout import CAPACITY, parse_layout
+from ..catalog.workloads import workload_of
 from ..devices import cost_model
 from ..errors import InputError
 from ..runs.results import read_manifest, read_table
@@ -50,7 +51,7 @@ def validate_layouts(study_dir: Path, record: dict, profiles_text: str | None, s
             for row in done[run_dir]:
                 _, query = traced_query(run_dir, m, row, profile_files)
                 times = medians[row["query"]]
-                predicted = {layout: query.predict_s(query.io_us(parse_layout(layout, m["workload"]["name"])))
+                predicted = {layout: query.predict_s(query.io_us(parse_layout(layout, workload_of(m["settings"]))))
                              for layout in times}
                 predictions.setdefault(row["query"], []).append(predicted)
                 rows.append({**dict(zip(others, group, strict=True)), "query": row["query"],

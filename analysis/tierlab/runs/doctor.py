@@ -248,7 +248,7 @@ def _disk(probe: dict, settings: dict, tiers: list[dict]) -> Item:
     (sparse: an image takes what was written to it, up to its size; what it holds already is taken to be this
     database, so that a host is refused only for what the run surely writes)."""
     scale = f"{settings['workload']} {settings['scale']}"
-    done = set(probe["data"].get(f"{settings['workload']}/{settings['scale']}", []))
+    done = set(probe["data"].get(settings["data_cache"], []))
     data_bytes = sum(size for table, size in estimated_generated_bytes(settings).items() if table not in done)
     tables = estimated_table_bytes(settings)
     database_bytes, room_bytes = 0, 0

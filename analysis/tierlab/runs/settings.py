@@ -22,9 +22,10 @@ from ..catalog.variables import (
     Choice,
     Int,
 )
-from ..catalog.workloads import WORKLOADS
+from ..catalog.workloads import WORKLOAD_DIR, WORKLOADS, Workload, workload_of
 from ..devices import profiles
 from ..errors import DeviceProfileError, InputError
+from .workload_dir import read_workload_dir
 
 # The memory bound of a PostgreSQL server's processes counts their own memory besides shared_buffers
 # and the page cache of what they read: this much is allowed for it. Over TPC-H SF 0.1 with the default
@@ -56,7 +57,7 @@ def typed(values: dict, context: Context, names: tuple[str, ...] = RUN_VARIABLES
     """Each variable of names read by its kind: given, or its default where it applies; None where it does not
     (given there, it is refused). workload: the context's, or the name of one the catalog does not declare."""
     found = {}
-    engine, workload = context.engine.name, workload or context.workload.name
+    engine, workload = context.engine.name, workload or context.workload.scope
     for name in names:
         variable = BY_NAME[name]
         given = "" if values.get(name) is None else str(values[name]).strip()
@@ -65,21 +66,34 @@ def typed(values: dict, context: Context, names: tuple[str, ...] = RUN_VARIABLES
                 scope, chosen, scopes = (("engine", engine, variable.engines) if variable.engines is not None
                                          else ("workload", workload, variable.workloads))
                 raise InputError(f"{name}={given!r} means nothing for {scope}={chosen}; it applies to "
-                                 f"{scope} {' and '.join(scopes)} only. Leave it unset for {chosen}")
+                                 f"{scope} {_listed(scopes)} only. Leave it unset for {chosen}")
             found[name] = None
             continue
         found[name] = variable.kind.parse(name, given or variable.default_for(context.engine), context)
     return found
 
 
+def _listed(names: tuple[str, ...]) -> str:
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems: dict[str, str] | None = None,
              tier_emulations: dict[str, str] | None = None) -> dict:
     """The run's normalized settings from raw -e values (strings or typed; a variable left out or empty takes
     its default); tier_filesystems and tier_emulations as the tiers declare them (validate_tiers), by role."""
-    workload = WORKLOADS[Choice(tuple(WORKLOADS)).parse("workload", values.get("workload") or "tpch")]
+    workload = _workload(values)
     engine = ENGINES[BY_NAME["engine"].kind.parse("engine", values.get("engine") or BY_NAME["engine"].default)]
     settings = {"engine": engine.name, "workload": workload.name, **typed(values, Context(engine, workload))}
-    settings["placement"] = parse_layout(settings["layout"], workload.name)
+    if workload.directory:
+        settings["workload_declared"] = workload.declaration()
+        settings["scale_factor"] = _files_scale_factor(workload, values.get("scale_factor"), settings["scale_factor"])
+        replays = [query for query in settings["queries"] if query in workload.replays]
+        if replays and engine.family != "postgresql":
+            kept = [query for query in settings["queries"] if query not in workload.replays]
+            raise InputError(f"{', '.join(replays)} of workload {workload.name} replay a PostgreSQL log, which "
+                             f"engine={engine.name} cannot run; use engine=postgresql"
+                             + (f", or leave them out: queries={','.join(kept)}" if kept else ""))
+    settings["placement"] = parse_layout(settings["layout"], workload)
     settings["load_order"] = workload.tables(settings["tables"] or 0)
     if workload.numbered:
         settings["placement"] = {table: settings["placement"][workload.load_order[0]] for table in settings["load_order"]}
@@ -93,12 +107,36 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     settings["subquery_keys"] = ({query: list(workload.partition_keys[query]) for query in settings["queries"]}
                                  if (settings["subqueries"] or 1) > 1 else {})
     settings["scale"] = scale_name(settings)
+    # where the data is generated once, under the root's data cache (a workload directory's, per revision)
+    settings["data_cache"] = f"{workload.name}/{settings['scale']}" + (f"-{workload.revision}" if workload.revision else "")
     compression = settings["compression"]
     settings["database"] = f"{workload.name}_{settings['scale'].replace('.', '_')}" + (
-        f"_{compression}" if compression != "none" else "")
+        f"_{compression}" if compression != "none" else "") + (f"_{workload.revision}" if workload.revision else "")
     if fast_tier_bytes is not None:
         check_fit(settings, int(fast_tier_bytes))
     return settings
+
+
+def _workload(values: dict) -> Workload:
+    """The catalog's workload the playbook names, or the one of the directory workload_dir gives."""
+    name = Choice((*WORKLOADS, WORKLOAD_DIR)).parse("workload", values.get("workload") or "tpch")
+    if name != WORKLOAD_DIR:
+        return WORKLOADS[name]
+    given = "" if values.get("workload_dir") is None else str(values["workload_dir"]).strip()
+    if not given:
+        raise InputError("playbooks/workload.yml runs a workload of your own: give its directory, "
+                         "-e workload_dir=/path/to/it (docs/workload-dir.md shows what it holds)")
+    return read_workload_dir(given)
+
+
+def _files_scale_factor(workload: Workload, given, default: float) -> float | None:
+    """A workload whose data are files has no scale factor (None); one whose command makes them, its own."""
+    if workload.generator != "csv_files":
+        return default
+    if given not in (None, ""):
+        raise InputError(f"scale_factor={given!r} means nothing for workload {workload.name}: its data are the files "
+                         f"in {workload.data_source}; leave it unset, or give the workload a data command")
+    return None
 
 
 def resume_conflicts(recorded: dict, values: dict, *tiers) -> dict[str, tuple]:
@@ -124,7 +162,7 @@ def _scaled(settings: dict, at_sf1: dict[str, int], fixed: dict[str, int], margi
 
 def estimated_table_bytes(settings: dict) -> dict[str, int]:
     """Each table's bytes, with a margin for page sizes, file-system metadata and the free space engines keep."""
-    declared = WORKLOADS[settings["workload"]]
+    declared = workload_of(settings)
     if declared.numbered:
         return {t: int(settings["table_size"] * declared.row_bytes * SIZE_MARGIN) for t in declared.tables(settings["tables"])}
     return _scaled(settings, declared.bytes_at_sf1, declared.fixed_bytes, SIZE_MARGIN)
@@ -133,15 +171,17 @@ def estimated_table_bytes(settings: dict) -> dict[str, int]:
 def estimated_generated_bytes(settings: dict) -> dict[str, int]:
     """Each table's generated .tbl file's bytes (none where a driver fills the tables itself): sizes measured at
     scale factor 1 grow in proportion, within a few percent (SSB's part grows slower)."""
-    declared = WORKLOADS[settings["workload"]]
+    declared = workload_of(settings)
     return _scaled(settings, declared.generated_bytes_at_sf1, declared.generated_fixed_bytes, 1.0)
 
 
 def scale_name(settings: dict) -> str:
     """The size of a workload's data as run ids and database names carry it: sf0.1; sysbench's 4x100000
     (tables x rows)."""
-    if WORKLOADS[settings["workload"]].numbered:
+    if workload_of(settings).numbered:
         return f"{settings['tables']}x{settings['table_size']}"
+    if settings["scale_factor"] is None:
+        return "files"
     return f"sf{settings['scale_factor']:g}"
 
 
@@ -157,8 +197,9 @@ def check_fit(settings: dict, fast_tier_bytes: int) -> None:
     if needed > usable:
         listing = ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(fast.items(), key=lambda kv: -kv[1])[:4])
         listing += f" and {len(fast) - 4} more" if len(fast) > 4 else ""
-        numbered = WORKLOADS[settings["workload"]].numbered
+        numbered = workload_of(settings).numbered
         scale = (f"tables={settings['tables']} x table_size={settings['table_size']}" if numbered
+                 else "its data files" if settings["scale_factor"] is None
                  else f"scale_factor={settings['scale_factor']:g}")
         raise InputError(
             f"layout {settings['layout']!r} at {scale} needs about {human_bytes(needed)} "

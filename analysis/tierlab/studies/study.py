@@ -39,7 +39,7 @@ import pandas as pd
 import yaml
 
 from ..catalog.variables import BY_NAME, RUN_VARIABLES
-from ..catalog.workloads import WORKLOADS
+from ..catalog.workloads import WORKLOAD_DIR, WORKLOADS, playbook
 from ..checkout import PROJECT, require_checkout
 from ..errors import InputError, RunDirError
 from ..runs.inventory import ANSIBLE_ENV, inventory_hosts
@@ -104,8 +104,9 @@ def checked_study(spec, path: Path) -> dict:
         raise InputError(f"{path}: name {name!r} is not allowed; allowed: letters, digits, '.', '_' and '-', "
                               "starting with a letter or digit, at most 64")
     workload = spec.get("workload")
-    if workload not in WORKLOADS:
-        raise InputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(WORKLOADS)}")
+    if workload not in (*WORKLOADS, WORKLOAD_DIR):
+        raise InputError(f"{path}: workload {workload!r} is not allowed; allowed: {', '.join(WORKLOADS)}, "
+                         f"{WORKLOAD_DIR} (with variables: workload_dir: /path/to/it)")
     variables, matrix = spec.get("variables") or {}, spec.get("matrix") or {}
     if not isinstance(variables, dict) or not isinstance(matrix, dict):
         raise InputError(f"{path}: variables and matrix are mappings of variable names")
@@ -189,7 +190,7 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
         variables["resume"] = resume_run
     before = _run_dirs(study_dir, host)
     started = time.monotonic()
-    command = [str(ANSIBLE_PLAYBOOK), WORKLOADS[study["workload"]].playbook, *(["-i", str(inventory)] if inventory else []),
+    command = [str(ANSIBLE_PLAYBOOK), playbook(study["workload"]), *(["-i", str(inventory)] if inventory else []),
                "--limit", host, "-e", json.dumps(variables)]
     with open(log, "a") as sink:
         sink.write(f"$ {' '.join(command)}\n")

@@ -153,6 +153,25 @@ class MysqlFamily:
         """InnoDB makes a table's file under its DATA DIRECTORY, in a directory named after its database."""
         return [Path(directory) / database for directory in self.spec["tier_dirs"].values()]
 
+    def place(self, database: str, placement: dict[str, str], table_options: str) -> list[dict]:
+        """Give each new, still empty table of a schema tierlab did not write (a workload directory's) its tier's
+        DATA DIRECTORY: MariaDB ignores DATA DIRECTORY in ALTER TABLE, so each is made again from the server's own
+        CREATE TABLE text with the clause (and the run's table options) added."""
+        placed = []
+        for table, tier in placement.items():
+            shown = run([*self.client_command(database), "--raw", "-e", f"SHOW CREATE TABLE `{table}`"]).stdout
+            create = shown.split("\t", 1)[1].strip()
+            if "PARTITION BY" in create.upper():
+                raise HostError(f"table {database}.{table} is partitioned: tierlab places whole tables with DATA "
+                                "DIRECTORY, which a partitioned table takes per partition; leave its partitioning out "
+                                "of the workload's schema")
+            target = self.spec["tier_dirs"][tier]
+            run([*self.client_command(database), "-e",
+                 f"SET SESSION foreign_key_checks = 0; DROP TABLE `{table}`; "
+                 f"{create} DATA DIRECTORY='{target}' {table_options}".rstrip()])
+            placed.append({"object": table, "to": target})
+        return placed
+
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move tables whose tier changes, offline: MariaDB ignores ALTER TABLE ... DATA DIRECTORY, so
         with the server stopped the .ibd is copied to the other tier and its .isl rewritten; MySQL finds

@@ -194,6 +194,11 @@ class Postgresql:
             dirs.append(version_dir / oid)
         return dirs
 
+    def place(self, database: str, placement: dict[str, str], table_options: str) -> list[dict]:
+        """Put each table of a schema tierlab did not write (a workload directory's) and its indexes in its tier's
+        tablespace: ALTER ... SET TABLESPACE, cheap while the tables are empty; PostgreSQL has no table options."""
+        return self.move(database, placement)
+
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move each table (with its TOAST) and each of its indexes whose tier changes, online:
         ALTER TABLE/INDEX ... SET TABLESPACE copies the relation to new files on the other tier."""

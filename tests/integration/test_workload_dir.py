@@ -1,0 +1,200 @@
+"""A workload of the user's own (docs/examples/shop: its schema, its generator, its queries with weights) run by
+playbooks/workload.yml as TPC-H is: on PostgreSQL with the data its command prints, on MariaDB with the same data as
+CSV files; the tables placed by name, the same answers on both, the reads attributed to its tables and indexes, and
+recommend's answer weighted as the workload declares, with statements that name its tables. And a PostgreSQL log of
+the shop's traffic, captured from an instance of the test's own, replayed as a step by pgreplay."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from answers import read_answer, same_answer
+from lab import ROOT, cli, read_csv
+from own_instances import OwnPostgresql, own_dir, remove_own_dir
+
+from tierlab.runs.workload_dir import read_workload_dir
+
+SHOP = ROOT / "docs" / "examples" / "shop"
+SCALE_FACTOR = "0.1"
+TABLES = ("customers", "products", "orders", "order_lines")
+QUERIES = ("customer_orders", "country_revenue", "category_sales")
+CAPTURE_PORT = 6712
+# two sessions at once, each running two of the shop's queries a second apart
+CAPTURED_SESSIONS = (("customer_orders", "category_sales"), ("country_revenue", "customer_orders"))
+
+
+def csv_files(directory: Path) -> Path:
+    """A copy of the shop whose data are the files its generator prints at SCALE_FACTOR."""
+    shutil.copytree(SHOP, directory)
+    (directory / "data").mkdir()
+    for table in TABLES:
+        with open(directory / "data" / f"{table}.csv", "w") as out:
+            subprocess.run(["python3", "generate.py"], cwd=directory, stdout=out, check=True, timeout=300,
+                           env={**os.environ, "TIERLAB_TABLE": table, "TIERLAB_SCALE_FACTOR": SCALE_FACTOR})
+    declaration = (directory / "workload.yml").read_text()
+    data = declaration[declaration.index("data:"):declaration.index("# queries/")]
+    (directory / "workload.yml").write_text(declaration.replace(data, "data: {files: data}\n"))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def shop(lab, tmp_path_factory):
+    """The shop with orders and its lines on the fast tier: on PostgreSQL, its data made by its command; on
+    MariaDB, from CSV files of the same rows."""
+    files = csv_files(tmp_path_factory.mktemp("shop") / "shop")
+    return {"postgresql": lab.run("orders+order_lines", playbook="workload.yml", engine="postgresql",
+                                  workload_dir=str(SHOP), scale_factor=SCALE_FACTOR, queries="all"),
+            "mariadb": lab.run("orders+order_lines", playbook="workload.yml", engine="mariadb",
+                               workload_dir=str(files), scale_factor="", queries="all"),
+            "files": files}
+
+
+@pytest.mark.postgresql
+@pytest.mark.mariadb
+def test_every_query_of_the_shop_runs_cold_and_traced_on_both_engines_with_the_same_non_empty_answer(shop):
+    for engine in ("postgresql", "mariadb"):
+        queries = read_csv(shop[engine] / "tables" / "queries.csv")
+        assert list(queries["query"]) == list(QUERIES), engine
+        assert set(queries["status"]) == {"ok"}, engine
+        assert queries["trace_complete"].all(), engine
+    for query in QUERIES:
+        name = f"{query}_try1.tsv"
+        postgresql = read_answer(shop["postgresql"] / "raw" / "output" / name)
+        assert postgresql, f"{query} returned no rows"
+        assert same_answer(read_answer(shop["mariadb"] / "raw" / "output" / name), postgresql), query
+
+
+@pytest.mark.postgresql
+@pytest.mark.mariadb
+def test_the_run_is_named_by_the_shop_its_scale_and_its_layout_of_table_names(shop):
+    revision = read_workload_dir(SHOP).revision
+    manifest = json.loads((shop["postgresql"] / "manifest.json").read_text())
+    assert shop["postgresql"].name.endswith("_postgresql_shop-sf0.1_orders+order_lines")
+    assert (manifest["workload"]["name"], manifest["settings"]["database"]) == ("shop", f"shop_sf0_1_{revision}")
+    assert shop["mariadb"].name.endswith("_mariadb_shop-files_orders+order_lines")
+
+
+@pytest.mark.postgresql
+@pytest.mark.mariadb
+def test_each_table_with_its_indexes_is_on_the_tier_its_name_in_the_layout_gives(shop):
+    for engine in ("postgresql", "mariadb"):
+        tables = json.loads((shop[engine] / "manifest.json").read_text())["layout"]["tables"]
+        tiers = {table: {f["tier"] for f in info["files"]} for table, info in tables.items()}
+        assert tiers == {"customers": {"nand"}, "products": {"nand"}, "orders": {"optane"},
+                         "order_lines": {"optane"}}, engine
+    postgresql = json.loads((shop["postgresql"] / "manifest.json").read_text())["layout"]["tables"]
+    assert {(f["object"], f["tier"]) for f in postgresql["orders"]["files"] if f["kind"] == "index"} == {
+        ("orders_pkey", "optane"), ("orders_customer", "optane")}
+
+
+@pytest.mark.mariadb
+def test_the_csv_files_quoted_fields_and_nulls_load_as_written(lab, shop, tmp_path):
+    database = json.loads((shop["mariadb"] / "manifest.json").read_text())["settings"]["database"]
+    sql = ("SELECT (SELECT name FROM products WHERE id = 1), (SELECT name FROM customers WHERE id = 1), "
+           "(SELECT COUNT(*) FROM customers WHERE country IS NULL)")
+    done = lab.execute("mariadb-16k", sql, 60, tmp_path / "loaded.tsv", database)
+    assert done["status"] == "ok", done
+    nulls = (shop["files"] / "data" / "customers.csv").read_text().count(",NULL,")
+    assert nulls > 0
+    assert read_answer(tmp_path / "loaded.tsv") == [['Product "1"', "Customer 1, account 1", float(nulls)]]
+
+
+@pytest.mark.postgresql
+def test_the_reads_are_attributed_to_the_shop_s_tables_and_indexes(shop):
+    metrics = read_csv(shop["postgresql"] / "tables" / "table_metrics.csv")
+    reads = metrics.groupby(["query", "object"])["read_requests"].sum()
+    # the scan of every order line and the products it joins
+    assert reads["category_sales"]["order_lines"] > 0 and reads["category_sales"]["products"] > 0
+    # a few customers' orders, found through the index on customer_id
+    assert reads["customer_orders"]["orders_customer"] > 0
+
+
+@pytest.mark.postgresql
+def test_recommend_weighs_the_queries_as_the_workload_declares_and_moves_the_shop_s_tables_by_name(shop, tmp_path):
+    done = cli("recommend", str(shop["postgresql"]), "--fast-capacity", "1G", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert {e["query"]: e["weight"] for e in result["evidence"]} == {"customer_orders": 20.0, "country_revenue": 2.0,
+                                                                     "category_sales": 1.0}
+    layouts = read_csv(tmp_path / "layouts.csv")
+    assert len(layouts) == 16 and {"None", "ALL", "orders+order_lines"} <= set(layouts["layout"])
+    assert result["layout"] in set(layouts["layout"])
+    plan = json.loads((tmp_path / "recommend.json").read_text())["migration"]["plan"]
+    moved = {s["table"] for s in plan["steps"]}
+    assert moved <= set(TABLES)
+    script = (tmp_path / "migration.sql").read_text()
+    for table in moved:
+        assert f"ALTER TABLE {table} SET TABLESPACE" in script
+
+
+def test_a_malformed_workload_directory_is_refused_before_anything_runs(lab, tmp_path):
+    broken = Path(shutil.copytree(SHOP, tmp_path / "shop"))
+    (broken / "queries" / "category_sales.sql").unlink()
+    before = lab.run_ids()
+    done = lab.playbook("workload.yml", check=False, workload_dir=str(broken), layout="orders")
+    assert done.returncode != 0
+    assert (f"{broken}/workload.yml: query category_sales has no file for the mysql dialect; write "
+            f"{broken}/queries/category_sales.sql") in done.stdout
+    assert lab.run_ids() == before
+
+
+def captured_log(here: Path) -> Path:
+    """The shop's traffic on an instance of the test's own, logged as a DBA captures a day for pgreplay: the schema
+    made before statements are logged, then two sessions at once."""
+    logs = here / "logs"
+    logs.mkdir()
+    shutil.chown(logs, "postgres", "postgres")
+    instance = OwnPostgresql(here / "data", CAPTURE_PORT, settings={
+        "logging_collector": "on", "log_destination": "csvlog", "log_directory": str(logs),
+        "log_filename": "captured"})
+    try:
+        instance.sql("CREATE DATABASE shop")
+        instance.sql((SHOP / "schema.sql").read_text(), "shop")
+        for setting in ("log_statement = 'all'", "log_connections = on", "log_disconnections = on"):
+            instance.sql(f"ALTER SYSTEM SET {setting}")
+        instance.sql("SELECT pg_reload_conf()")
+        sessions = [subprocess.Popen(
+            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", f"{instance.conninfo()} dbname=shop", "-c",
+             (SHOP / "queries" / f"{first}.sql").read_text(), "-c", "SELECT pg_sleep(1)", "-c",
+             (SHOP / "queries" / f"{second}.sql").read_text()], stdout=subprocess.DEVNULL)
+            for first, second in CAPTURED_SESSIONS]
+        assert [session.wait(timeout=120) for session in sessions] == [0, 0]
+    finally:
+        instance.stop()
+    return logs / "captured.csv"
+
+
+@pytest.fixture(scope="module")
+def replayed(lab, shop, tmp_path_factory):
+    """The captured log replayed as a step of the shop (its database the shop's PostgreSQL run loaded)."""
+    here = own_dir("replay")
+    try:
+        log = captured_log(here)
+        directory = Path(shutil.copytree(SHOP, tmp_path_factory.mktemp("replay") / "shop"))
+        (directory / "logs").mkdir()
+        shutil.copy(log, directory / "logs" / "captured.csv")
+        with open(directory / "workload.yml", "a") as declaration:
+            declaration.write("replays: {logs: [logs/captured.csv]}\n")
+        return lab.run("orders+order_lines", playbook="workload.yml", engine="postgresql",
+                       workload_dir=str(directory), scale_factor=SCALE_FACTOR, queries="captured")
+    finally:
+        remove_own_dir(here)
+
+
+@pytest.mark.postgresql
+def test_a_captured_log_replays_its_sessions_statements_and_pauses_on_the_loaded_shop(replayed, shop):
+    queries = read_csv(replayed / "tables" / "queries.csv")
+    assert (list(queries["query"]), list(queries["status"])) == (["captured"], ["ok"])
+    assert queries["trace_complete"].all()
+    report = (replayed / "raw" / "driver" / "captured_try1.txt").read_text()
+    assert "SQL statements executed: 6\n(0 or 0.000% of these completed with error)" in report
+    assert "Maximum number of concurrent connections: 2" in report
+    # the second of pause between each session's queries, replayed as captured
+    assert queries["elapsed_s"][0] >= 1.0
+    loaded = json.loads((shop["postgresql"] / "manifest.json").read_text())["settings"]["database"]
+    assert json.loads((replayed / "manifest.json").read_text())["settings"]["database"] == loaded
+    reads = read_csv(replayed / "tables" / "table_metrics.csv").groupby("object")["read_requests"].sum()
+    assert reads["order_lines"] > 0 and reads["orders_customer"] > 0
