@@ -41,7 +41,7 @@ class Workload:
     partition_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
     # how the generated data is written: TPC-H's '|'-separated .tbl files, or CSV files with a header row
     data_format: str = "tbl"
-    # A workload of the user's own (catalog.workload_dir): its directory on the controller; a digest of what makes
+    # A workload of the user's own (runs.workload_dir): its directory on the controller; a digest of what makes
     # its database (schema and data), which the database's name carries; its generator's source (csv_files: the
     # directory of its <table>.csv files; csv_command: the command that prints a table's CSV); each query's weight
     # (how often it runs, relative); per dialect, its schema file and its index file (or None); its replays (steps

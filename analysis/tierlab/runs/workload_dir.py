@@ -18,7 +18,7 @@ from ..errors import InputError
 DECLARATION = "workload.yml"
 DIALECTS = tuple(sorted({engine.dialect for engine in ENGINES.values()}))
 # a name both engines take unquoted and run ids and database names can carry
-NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
+NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 QUERY_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 KEYS = {"name", "tables", "data", "queries", "replays"}
 # the fields of a PostgreSQL csvlog line: 23 up to PostgreSQL 12, more since (backend_type, leader_pid, query_id)
@@ -80,7 +80,7 @@ def _name(where: str, value) -> str:
     text = "" if value is None else str(value)
     if not NAME.fullmatch(text):
         raise InputError(f"{where}: name {value!r} is not allowed; allowed: lowercase letters, digits and '_', "
-                         "starting with a letter, at most 48 (it names the run ids and the database)")
+                         "starting with a letter, at most 32 (it names the run ids and the database)")
     if text in RESERVED:
         raise InputError(f"{where}: name {text!r} is tierlab's own; choose another (not {', '.join(RESERVED)})")
     return text
