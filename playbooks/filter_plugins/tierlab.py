@@ -1,6 +1,7 @@
 """Jinja filters that hand the playbooks' questions to the tierlab package (one implementation): the catalog's
 declarations, the run settings' checks, what follows from the settings."""
 
+import json
 from functools import wraps
 from pathlib import Path
 
@@ -46,9 +47,14 @@ def tierlab_engine(name):
     return ENGINES[name].facts()
 
 
+def _plain(value):
+    """A value of the play's as plain Python (Ansible's containers refuse to be copied, as dataclasses copy)."""
+    return json.loads(json.dumps(value))
+
+
 def tierlab_workload(settings):
     """What the catalog, or the run's workload directory, declares of the run's workload."""
-    return workload_of(dict(settings)).facts()
+    return workload_of(_plain(settings)).facts()
 
 
 def tierlab_run_settings(values, fast_tier_bytes=None, tier_filesystems=None, tier_emulations=None):
@@ -82,7 +88,7 @@ def tierlab_host_check(probe, settings, tiers):
 def tierlab_query_files(settings, dialect):
     """The SQL files of the run's queries and of its co-running query: the dialect's own where the dialects differ,
     else the one every engine runs (the catalog says where to look)."""
-    workload = workload_of(dict(settings))
+    workload = workload_of(_plain(settings))
     queries = list(dict.fromkeys([*settings["queries"], *([settings["corun"]] if settings["corun"] not in (None, "none")
                                                           else [])]))
     found = []
