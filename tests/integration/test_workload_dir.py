@@ -127,7 +127,7 @@ def test_recommend_weighs_the_queries_as_the_workload_declares_and_moves_the_sho
     assert moved <= set(TABLES)
     script = (tmp_path / "migration.sql").read_text()
     for table in moved:
-        assert f"ALTER TABLE {table} SET TABLESPACE" in script
+        assert f'ALTER TABLE "{table}" SET TABLESPACE' in script
 
 
 def test_a_malformed_workload_directory_is_refused_before_anything_runs(lab, tmp_path):

@@ -1,12 +1,13 @@
 """A workload directory (docs/workload-dir.md) read into a run's workload and settings, and every mistake in it refused
 by name before anything runs."""
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tierlab.catalog.layout import parse_layout
+from tierlab.catalog.layout import layout_name, parse_layout
 from tierlab.catalog.workloads import workload_of
 from tierlab.errors import InputError
 from tierlab.runs.settings import estimated_table_bytes, validate
@@ -221,3 +222,9 @@ def test_a_replay_named_as_a_query_is_refused(shop):
     shutil.copy(Path(__file__).with_name("postgresql_logs") / "captured.csv", shop / "logs" / "category_sales.csv")
     declare(shop, (shop / "workload.yml").read_text() + "replays: {logs: [logs/category_sales.csv]}\n")
     assert refusal(shop).endswith(": category_sales is both a query and a replay; name each step once")
+
+
+def test_a_run_s_recorded_workload_read_back_with_sorted_keys_names_layouts_in_load_order():
+    settings = validate({"workload": "workload_dir", "workload_dir": str(SHOP), "layout": "orders+order_lines"})
+    recorded = json.loads(json.dumps(settings, sort_keys=True))
+    assert layout_name(settings["placement"], workload_of(recorded)) == "orders+order_lines"

@@ -158,9 +158,11 @@ def playbook(workload: str) -> str:
 
 
 def workload_of(settings: dict) -> Workload:
-    """A run's workload: the catalog's, or the one its settings recorded from a workload directory."""
+    """A run's workload: the catalog's, or the one its settings recorded from a workload directory (whose codes are
+    its tables, in load order: a record written with sorted keys keeps the order in load_order alone)."""
     if settings["workload"] in WORKLOADS:
         return WORKLOADS[settings["workload"]]
     declared = settings["workload_declared"]
-    return Workload(**{**declared, "codes": dict(declared["codes"]), "load_order": tuple(declared["load_order"]),
+    tables = tuple(declared["load_order"])
+    return Workload(**{**declared, "codes": {table: table for table in tables}, "load_order": tables,
                        "queries": tuple(declared["queries"])})

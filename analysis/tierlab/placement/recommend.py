@@ -60,6 +60,8 @@ def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataF
 def format_summary(result: dict) -> str:
     """recommend's answer as text: the advice, then the two curves."""
     runs = sorted({e["run_id"] for e in result["evidence"]})
+    # a workload directory's layouts name its tables, and can be longer than TPC-H's codes
+    width = max([16, *(len(r["layout"]) for r in result["capacity_curve"])])
     lines = [
         f"With {human_bytes(result['fast_capacity_bytes'])} of fast tier: layout {result['layout']} "
         f"({human_bytes(result['fast_bytes'])}), predicted {result['predicted_s']:.3f} s "
@@ -73,9 +75,9 @@ def format_summary(result: dict) -> str:
         *_object_lines(result.get("objects", [])),
         f"Evidence: {len(result['evidence'])} traced {'intervals' if 'objects' in result else 'queries'} of run(s) "
         f"{', '.join(runs)}.",
-        "", f"{'capacity':>12}  {'best layout':<16} {'predicted_s':>11}",
+        "", f"{'capacity':>12}  {'best layout':<{width}} {'predicted_s':>11}",
     ]
-    lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['layout']:<16} {r['predicted_s']:>11.3f}"
+    lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['layout']:<{width}} {r['predicted_s']:>11.3f}"
               for r in result["capacity_curve"]]
     lines += ["", f"{'capacity':>12}  {'placement_s':>11} {'cache_s':>9} {'hit %':>6} {'lru_s':>9} {'hit %':>6}  verdict"]
     lines += [f"{human_bytes(r['capacity_bytes']):>12}  {r['placement_predicted_s']:>11.3f} {r['admitting_predicted_s']:>9.3f} "
