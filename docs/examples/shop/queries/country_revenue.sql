@@ -1,8 +1,9 @@
--- Revenue per customer country in the last quarter: orders by date, joined to customers and order_lines.
+-- Revenue per customer country in the last quarter: orders by date, joined to customers and order_lines (the
+-- customers of no known country last, as PostgreSQL and MariaDB both sort it).
 SELECT c.country, COUNT(DISTINCT o.id) AS orders, SUM(l.quantity * l.price) AS revenue
 FROM orders o
 JOIN customers c ON c.id = o.customer_id
 JOIN order_lines l ON l.order_id = o.id
 WHERE o.ordered_at >= DATE '2025-10-01'
 GROUP BY c.country
-ORDER BY c.country;
+ORDER BY c.country IS NULL, c.country;
