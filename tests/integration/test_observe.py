@@ -93,7 +93,7 @@ def postgresql(lab):
         advice = recommend(run_dir, str(int(hot_k_bytes["stored_bytes"] * 1.2)), here / "advice",
                            "--fast-location", str(fast))
         yield {"instance": instance, "here": here, "disk": disk, "run": run_dir, "advice": advice,
-               "out": here / "advice", "fast": fast}
+               "out": here / "advice", "fast": fast, "conninfo": conninfo}
     finally:
         if instance:
             instance.stop()
@@ -214,6 +214,20 @@ def test_the_observer_s_sessions_are_read_only(postgresql):
     assert instance._rows("SHOW transaction_read_only", "app") == [["on"]]
     with pytest.raises(HostError, match="read-only transaction"):
         instance._rows("CREATE TABLE written (id int)", "app")
+
+
+def test_a_window_over_its_raw_trace_limit_keeps_the_newest_trace_and_every_interval_s_counters(lab, postgresql):
+    run = observed_run(lab, engine="postgresql", conninfo=postgresql["conninfo"], window_s=8, interval_s=2,
+                       untraced_intervals=0, raw_trace_limit="1")
+    assert json.loads((run / "manifest.json").read_text())["status"] == "ok"
+    assert sorted(json.loads((run / "raw" / "rotated.json").read_text())) == ["i0001_try1", "i0002_try1", "i0003_try1"]
+    assert [p.name for p in (run / "raw" / "traces").iterdir()] == ["i0004_try1.ftrace-raw"]
+    intervals = read_csv(run / "tables" / "intervals.csv")
+    assert (intervals["trace_rotated"].tolist(), intervals["traced"].tolist()) == (
+        [True, True, True, False], [False, False, False, True])
+    assert intervals["work"].notna().all()
+    warnings = read_csv(run / "tables" / "observation_warnings.csv")["warning"]
+    assert warnings.str.startswith("3 interval(s)' traces (").any()
 
 
 def test_a_wrong_password_is_refused_before_a_run_opens(lab, postgresql):

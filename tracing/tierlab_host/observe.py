@@ -11,9 +11,13 @@ The two extent maps are merged into raw/extents.json: an extent in either is att
 maps give the same sectors to different objects (a file dropped and its space taken by another during the window),
 those sectors are attributed to no object, and every object whose extents changed is listed with how
 (extents.json's `changed`), so that nothing is attributed by a map that no longer held.
+
+A window of hours keeps its raw traces within the spec's limit: the oldest traced intervals' are deleted as newer ones
+are written (raw/rotated.json says which), while every interval keeps its counters.
 """
 
 import json
+import os
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -27,6 +31,8 @@ from .system import SYS_DEV_BLOCK, device_model, device_name, device_of_path, mo
 
 # how often a stop is looked for while an interval lasts
 STOP_CHECK_S = 0.2
+# the intervals whose raw traces were deleted to keep within the run's limit, with the bytes each held
+ROTATED = "rotated.json"
 
 
 def _now() -> str:
@@ -198,6 +204,8 @@ def _observe_locked(spec: dict, raw: Path) -> dict:
                                 "rows": None, "cache": "warm", "started_at": started_at, "traced": traced,
                                 "trace_files": info["files"], "events_lost": info["events_lost"]})
             _progress(raw, f"{label} ok {elapsed:.3f}")
+            if spec["raw_trace_limit_bytes"]:
+                rotate(raw, spec["raw_trace_limit_bytes"])
     finally:
         backend.close()
     end = _map(instance, facts, raw / "extents_end.json")
@@ -205,6 +213,42 @@ def _observe_locked(spec: dict, raw: Path) -> dict:
     (raw / "extents.json").write_text(json.dumps({"taken_at": end["taken_at"], "files": files, "changed": changed,
                                                   "gone": sorted(set(start["gone"]) | set(end["gone"]))}, indent=1))
     return {"changed": True, "rows_file": str(rows_file), "objects_changed": len(changed)}
+
+
+def rotate(raw: Path, limit_bytes: int) -> None:
+    """Keep the window's raw traces within limit_bytes: the oldest traced intervals' traces are deleted (the newest
+    is always kept), each recorded in raw/rotated.json with the bytes it held, its row left with no trace files. The
+    record and the rows are written (whole) before a file is deleted, so that a stop between the two leaves files
+    no row lists, never a row whose files are gone."""
+    rows_file, record_file = raw / "queries.jsonl", raw / ROTATED
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    sizes = [sum((raw / "traces" / name).stat().st_size for name in row["trace_files"]) for row in rows]
+    total = sum(sizes)
+    rotated = json.loads(record_file.read_text()) if record_file.exists() else {}
+    gone = []
+    for index in [i for i, row in enumerate(rows) if row["trace_files"]][:-1]:
+        if total <= limit_bytes:
+            break
+        row = rows[index]
+        rotated[f"{row['query']}_try{row['try']}"] = sizes[index]
+        gone += row["trace_files"]
+        rows[index] = {**row, "trace_files": []}
+        total -= sizes[index]
+    if not gone:
+        return
+    _replace(record_file, json.dumps(rotated, indent=1))
+    _replace(rows_file, "".join(json.dumps(row) + "\n" for row in rows))
+    for name in gone:
+        (raw / "traces" / name).unlink()
+
+
+def _replace(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
 
 
 def disk_stats(devices: list[str]) -> dict[str, dict[str, int]]:

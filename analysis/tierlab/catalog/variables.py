@@ -220,6 +220,11 @@ VARIABLES = (
              "work in them against the traced ones measures the tracing's cost to the instance (0: not measured; "
              "left unset, at most half the window's intervals).",
              group="observe"),
+    Variable("raw_trace_limit", SizeOrNone(), "8G",
+             "the most the window's raw traces may take on the database host: beyond it the oldest traced intervals' "
+             "traces are deleted (each interval's engine and disk counters are kept; the block-level figures then "
+             "cover the newest intervals, and the report says how many were rotated out). About 0.74 GiB an hour at "
+             "1400 requests per second (docs/measurements.md); `none`: no limit.", group="observe"),
     Variable("index_pages", Bool(), "true",
              "tell a table's secondary indexes apart by its pages' headers, read once before the window and once "
              "after it (all of the instance's table files: long on a large database; `false`: tables whole).",

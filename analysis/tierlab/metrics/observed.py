@@ -19,7 +19,7 @@ WORK_VARIATION = 0.5
 WARMING_POINTS = 5.0
 # a trace holding fewer of the requests the kernel counted on the disks than this share missed some
 TRACED_SHARE = 0.95
-INTERVAL_COLUMNS = ["query", "traced", "elapsed_s", "work", "work_per_s", "engine_pages_read", "engine_hit_pct",
+INTERVAL_COLUMNS = ["query", "traced", "trace_rotated", "elapsed_s", "work", "work_per_s", "engine_pages_read", "engine_hit_pct",
                     "block_read_pages", "io_time_s", "traced_requests", "kernel_requests"]
 
 
@@ -38,13 +38,15 @@ def _hit_pct(counters: pd.DataFrame, family: str) -> pd.Series:
 
 
 def intervals(queries: pd.DataFrame, counters: pd.DataFrame, query_metrics: pd.DataFrame, engine: str,
-              disks: pd.DataFrame) -> pd.DataFrame:
-    """Per interval: whether it was traced, its seconds, the engine's work (and per second), pages read and cache hit
-    share; the block level's read pages, I/O time and requests (traced intervals only), and the requests the kernel
-    counted on the disks meanwhile."""
+              disks: pd.DataFrame, rotated: dict[str, int]) -> pd.DataFrame:
+    """Per interval: whether its trace is read (traced) or was traced and deleted to keep the raw traces within their
+    limit (trace_rotated; rotated: the bytes of each such interval's, by step), its seconds, the engine's work (and
+    per second), pages read and cache hit share; the block level's read pages, I/O time and requests (traced intervals
+    only), and the requests the kernel counted on the disks meanwhile."""
     family = _family(engine)
     rows = queries[["query", "elapsed_s", "trace_complete"]].merge(counters, on="query", how="left")
     frame = pd.DataFrame({"query": rows["query"], "traced": rows["trace_complete"].notna(),
+                          "trace_rotated": rows["query"].isin(list(rotated)),
                           "elapsed_s": rows["elapsed_s"], "work": rows[list(WORK[family])].sum(axis=1, min_count=1),
                           "engine_pages_read": rows[PAGES_READ[family]], "engine_hit_pct": _hit_pct(rows, family)})
     frame["work_per_s"] = frame["work"] / frame["elapsed_s"]
@@ -63,22 +65,28 @@ def intervals(queries: pd.DataFrame, counters: pd.DataFrame, query_metrics: pd.D
 def tracing_overhead(frame: pd.DataFrame) -> dict:
     """The tracing's cost to the instance: the engine's rate of work in the untraced intervals against their traced
     neighbours' (the intervals just before and after each), as a share of the untraced rate. None where no interval
-    was left untraced."""
-    positions = np.flatnonzero(~frame["traced"].to_numpy())
+    was left untraced (an interval whose trace was rotated out ran traced)."""
+    ran_traced = (frame["traced"] | frame["trace_rotated"]).to_numpy()
+    positions = np.flatnonzero(~ran_traced)
     if not len(positions):
         return {"untraced_intervals": 0, "untraced_work_per_s": None, "traced_work_per_s": None, "overhead_pct": None}
-    neighbours = sorted({p + step for p in positions for step in (-1, 1)
-                         if 0 <= p + step < len(frame) and frame["traced"].iat[p + step]})
+    neighbours = sorted({p + step for p in positions for step in (-1, 1) if 0 <= p + step < len(frame)
+                         and ran_traced[p + step]})
     untraced = float(frame["work_per_s"].iloc[positions].mean())
     traced = float(frame["work_per_s"].iloc[neighbours].mean()) if neighbours else float("nan")
     return {"untraced_intervals": len(positions), "untraced_work_per_s": untraced, "traced_work_per_s": traced,
             "overhead_pct": 100.0 * (1 - traced / untraced) if untraced > 0 else float("nan")}
 
 
-def warnings(frame: pd.DataFrame, changed: list[dict]) -> list[dict]:
+def warnings(frame: pd.DataFrame, changed: list[dict], rotated: dict[str, int]) -> list[dict]:
     """Why the window may not represent the instance's work, each with its evidence."""
     found = []
     traced = int(frame["traced"].sum())
+    if rotated:
+        found.append({"warning": f"{len(rotated)} interval(s)' traces ({sum(rotated.values()) / 2**30:.2f} GiB) were "
+                                 "deleted to keep the raw traces within raw_trace_limit: the block-level figures and "
+                                 f"the advice rest on the newest {traced} traced interval(s), the counters on all",
+                      "evidence": "tables/intervals.csv trace_rotated, raw/rotated.json"})
     if traced < FEW_TRACED:
         found.append({"warning": f"only {traced} traced interval(s): too few to tell a steady load from a passing one",
                       "evidence": "tables/intervals.csv traced"})

@@ -183,12 +183,17 @@ def _observation_tables(run: Run, queries: pd.DataFrame, query_metrics: pd.DataF
     extents = json.loads((run.path / "raw" / "extents.json").read_text())
     unit_of = {f["object"]: f["table"] for f in extents["files"]}
     unit_of_path = {f["path"]: f["table"] for f in extents["files"]}
-    frame = observed.intervals(queries, run.counters, query_metrics, run.settings["engine"], read_disk_counters(run.path))
+    rotated_file = run.path / "raw" / "rotated.json"
+    rotated = json.loads(rotated_file.read_text()) if rotated_file.exists() else {}
+    steps_rotated = {label.rpartition("_try")[0]: size for label, size in rotated.items()}
+    frame = observed.intervals(queries, run.counters, query_metrics, run.settings["engine"],
+                               read_disk_counters(run.path), steps_rotated)
     changed = extents.get("changed", [])
     unit_counters = read_unit_counters(run.path, unit_of_path, run.settings["page_size_bytes"])
     traced = set(frame.loc[frame["traced"], "query"])
     return {"intervals": frame, "observation": pd.DataFrame([observed.tracing_overhead(frame)]),
-            "observation_warnings": pd.DataFrame(observed.warnings(frame, changed), columns=["warning", "evidence"]),
+            "observation_warnings": pd.DataFrame(observed.warnings(frame, changed, steps_rotated),
+                                                 columns=["warning", "evidence"]),
             "objects_changed": pd.DataFrame(changed, columns=["object", "change", "bytes_before", "bytes_after",
                                                               "ambiguous_bytes"]),
             "object_engine_view": observed.object_engine_view(

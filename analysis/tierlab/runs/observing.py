@@ -8,7 +8,7 @@ import math
 import re
 
 from ..catalog.engines import ENGINES
-from ..catalog.values import Context, refusal
+from ..catalog.values import Context, parse_bytes, refusal
 from ..catalog.variables import BY_NAME, group
 from ..errors import InputError
 from .settings import typed
@@ -68,6 +68,8 @@ def validate_observe(values: dict) -> dict:
         raise InputError(f"untraced_intervals={settings['untraced_intervals']}: the window has {len(labels)} "
                          f"intervals, and at most half of them ({len(labels) // 2}) can be left untraced (every other "
                          "one from the second)")
+    limit = settings["raw_trace_limit"]
+    settings["raw_trace_limit_bytes"] = 0 if limit == "none" else parse_bytes("raw_trace_limit", limit)
     settings.update(queries=labels, untraced=labels[1:2 * settings["untraced_intervals"]:2], tries=1, cold=False,
                     query_timeout_s=settings["interval_s"], layout=OBSERVED, placement=None, trace=True)
     return settings
