@@ -1,5 +1,5 @@
--- Revenue per customer country in the last quarter: orders by date, joined to customers and order_lines (the
--- customers of no known country last, as PostgreSQL and MariaDB both sort it).
+-- Revenue per customer country in the last quarter: orders by date, joined to customers and order_lines. The
+-- customers of no known country come last on every engine (PostgreSQL sorts NULL last, MariaDB first).
 SELECT c.country, COUNT(DISTINCT o.id) AS orders, SUM(l.quantity * l.price) AS revenue
 FROM orders o
 JOIN customers c ON c.id = o.customer_id
