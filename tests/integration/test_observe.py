@@ -185,6 +185,21 @@ def test_the_migration_script_moves_the_index_to_the_fast_tier_and_its_undo_move
     assert before == os.stat(postgresql["disk"].mount).st_dev
 
 
+def test_the_migration_script_of_an_index_renamed_since_stops_before_anything_moves(postgresql):
+    instance = postgresql["instance"]
+    before = _index_device(instance)
+    instance.sql("ALTER INDEX hot_k RENAME TO hot_k_renamed", "app")
+    try:
+        done = command(["psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", f"{instance.conninfo()} dbname=postgres", "-f",
+                        str(postgresql["out"] / "migration.sql")], "psql -f migration.sql", 600)
+    finally:
+        instance.sql("ALTER INDEX hot_k_renamed RENAME TO hot_k", "app")
+    assert done.returncode != 0
+    assert ('the plan names objects that no longer exist: "public"."hot_k"; nothing was moved: make a new plan from '
+            'a current run or observation') in done.stderr
+    assert _index_device(instance) == before
+
+
 def test_a_table_dropped_during_the_window_is_flagged_not_attributed_by_a_stale_map(postgresql):
     changed = read_csv(postgresql["run"] / "tables" / "objects_changed.csv")
     assert changed.loc[changed["object"] == "app.public.doomed", "change"].tolist() == ["dropped"]

@@ -126,8 +126,9 @@ def test_an_observed_instance_s_objects_move_database_by_database_to_a_tablespac
         ['ALTER TABLE "Sales"."Order Lines" SET TABLESPACE "tierlab_fast";']]
     script = plan["files"]["migration.sql"]
     assert "SELECT format('CREATE TABLESPACE %I LOCATION %L', 'tierlab_fast', '/mnt/optane/pg')" in script
-    assert script.index('\\connect "app"') < script.index('ALTER INDEX "public"."hot_k"') \
-        < script.index('\\connect "crm"') < script.index('ALTER TABLE "Sales"."Order Lines"')
+    steps = script[script.index("-- Step 1 of 2"):]
+    assert steps.index('\\connect "app"') < steps.index('ALTER INDEX "public"."hot_k"') \
+        < steps.index('\\connect "crm"') < steps.index('ALTER TABLE "Sales"."Order Lines"')
 
 
 def test_an_observed_instance_s_undo_takes_each_object_back_to_the_tablespace_it_was_observed_in():
@@ -178,3 +179,33 @@ def test_an_observed_mysql_family_instance_s_migration_needs_the_fast_location()
     with pytest.raises(RunDirError, match="give --fast-location DIR: the directory on the fast device"):
         migration_plan(observed_mariadb(), dict.fromkeys(OBSERVED_MARIADB_TABLES, "capacity"),
                        dict.fromkeys(OBSERVED_MARIADB_TABLES, "fast"), RATES)
+
+
+def test_postgresql_s_script_first_stops_with_the_objects_that_no_longer_exist_before_anything_moves():
+    script = migration_plan(manifest(POSTGRESQL), START, END, RATES)["files"]["migration.sql"]
+    check = ("  SELECT string_agg(name, ', ') INTO gone FROM unnest(ARRAY['\"customer\"', '\"customer_pkey\"', "
+             "'\"lineitem\"', '\"Lineitem Suppkey\"', '\"lineitem_pkey\"']) AS name WHERE to_regclass(name) IS NULL;\n"
+             "  IF gone IS NOT NULL THEN RAISE EXCEPTION 'the plan names objects that no longer exist: %; nothing was "
+             "moved: make a new plan from a current run or observation', gone; END IF;")
+    assert check in script
+    assert script.index(check) < script.index("SELECT format('CREATE TABLESPACE") < script.index("ALTER TABLE")
+
+
+def test_an_observed_instance_s_script_checks_each_database_s_objects_before_the_first_move():
+    script = migration_plan(observed({"name": "postgresql", "version": "15.18"}), NOTHING_FAST, BOTH_FAST, RATES,
+                            "/mnt/optane/pg")["files"]["migration.sql"]
+    assert script.index("unnest(ARRAY['\"public\".\"hot_k\"'])") < script.index(
+        "unnest(ARRAY['\"Sales\".\"Order Lines\"'])") < script.index("ALTER INDEX")
+
+
+def test_the_mysql_family_s_scripts_stop_before_anything_moves_when_a_table_is_gone():
+    offline = migration_plan(manifest(MARIADB), START, END, RATES)["files"]["migration-undo.sh"]
+    assert ('[ -f /t/optane/mariadb-16k/tables/tpch_sf1/lineitem.ibd ] || gone="$gone "'
+            '/t/optane/mariadb-16k/tables/tpch_sf1/lineitem.ibd') in offline
+    rebuilt = migration_plan(observed_mariadb(), dict.fromkeys(OBSERVED_MARIADB_TABLES, "capacity"),
+                             dict.fromkeys(OBSERVED_MARIADB_TABLES, "fast"), RATES, "/mnt/optane/mysql")
+    script = rebuilt["files"]["migration.sh"]
+    assert "exists app 'order lines' || gone=\"$gone \"'app.order lines'" in script
+    stop = ('if [ -n "$gone" ]; then echo "the plan names objects that no longer exist: $gone; nothing was moved: make '
+            'a new plan from a current run or observation" >&2; exit 1; fi')
+    assert script.index(stop) < script.index("rebuild app hot")

@@ -18,6 +18,8 @@ from ..runs.observing import OBSERVED
 from ..runs.settings import human_bytes
 
 PSQL = "psql -X -v ON_ERROR_STOP=1"
+# what a script says, and does, when an object its steps name no longer exists: nothing moves
+GONE = "the plan names objects that no longer exist: {}; nothing was moved: make a new plan from a current run or observation"
 # the tablespace an observed PostgreSQL instance's migration makes on the fast tier
 OBSERVED_FAST_TABLESPACE = "tierlab_fast"
 # the MySQL family's script: a table's file may only move while no server has it open
@@ -69,6 +71,24 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _postgresql_check(database: str | None, names: list[str]) -> list[str]:
+    """The lines that end the script before anything moves when a relation a step names (each as to_regclass takes
+    it) no longer exists: the exception stops psql (ON_ERROR_STOP)."""
+    listed = ", ".join(_literal(name) for name in names)
+    return ([f"\\connect {_identifier(database)}"] if database else []) + [
+        "DO $$ DECLARE gone text; BEGIN",
+        f"  SELECT string_agg(name, ', ') INTO gone FROM unnest(ARRAY[{listed}]) AS name WHERE to_regclass(name) IS NULL;",
+        f"  IF gone IS NOT NULL THEN RAISE EXCEPTION {_literal(GONE.format('%'))}, gone; END IF;",
+        "END $$;"]
+
+
+def _shell_check(tests: list[tuple[str, str]]) -> list[str]:
+    """The lines that end the script before anything moves when a table a step names no longer exists: (a shell test
+    that it does, what to call it)."""
+    return ['gone=""', *(f'{test} || gone="$gone "{shlex.quote(name)}' for test, name in tests),
+            f'if [ -n "$gone" ]; then echo "{GONE.format("$gone")}" >&2; exit 1; fi']
+
+
 def _tablespaces(m: dict) -> dict[str, dict]:
     """Each tier role's tablespace: the one whose location is under the tier's path."""
     found = {}
@@ -100,10 +120,11 @@ def _postgresql(m: dict, steps: list[dict], undo: list[dict]) -> dict:
     notes = [f"Apply with: {PSQL} -d {shlex.quote(m['settings']['database'])} -f FILE",
              "The tablespaces are made where they are missing. A standby replays CREATE TABLESPACE into the same "
              "directory: make it there first, empty and owned by postgres."]
+    check = _postgresql_check(None, [_identifier(name) for step in steps for name in [step["table"], *step["indexes"]]])
     return {"method": "online, in SQL: each table and index copied under its lock", "downtime_s": 0.0,
             "tiers": {role: f"tablespace {ts['name']} ({ts['location']})" for role, ts in spaces.items()},
-            "files": {"migration.sql": _script("--", notes, created, steps),
-                      "migration-undo.sql": _script("--", notes[:1], [], undo)}}
+            "files": {"migration.sql": _script("--", notes, [*check, *created], steps),
+                      "migration-undo.sql": _script("--", notes[:1], check, undo)}}
 
 
 def _mysql_family(m: dict, steps: list[dict], undo: list[dict]) -> dict:
@@ -133,11 +154,17 @@ def _mysql_family(m: dict, steps: list[dict], undo: list[dict]) -> dict:
                 f"Downtime: about {sum(step['predicted_s'] for step in ordered):.3g} s of copying on the measured "
                 "devices."]
 
+    def check(ordered: list[dict]) -> list[str]:
+        return _shell_check([(f"[ -f {shlex.quote(path)} ]", path) for path in
+                             (f"{dirs[step['from']]}/{database}/{step['table']}.ibd" for step in ordered)])
+
     return {"method": "offline: each table's file moved with the server stopped",
             "downtime_s": sum(step["predicted_s"] for step in steps),
             "tiers": {role: f"DATA DIRECTORY {directory}" for role, directory in dirs.items()},
-            "files": {"migration.sh": "#!/bin/sh\n" + _script("#", notes(steps), [SHELL_FUNCTIONS], steps),
-                      "migration-undo.sh": "#!/bin/sh\n" + _script("#", notes(undo), [SHELL_FUNCTIONS], undo)}}
+            "files": {"migration.sh": "#!/bin/sh\n" + _script("#", notes(steps), [SHELL_FUNCTIONS, *check(steps)],
+                                                               steps),
+                      "migration-undo.sh": "#!/bin/sh\n" + _script("#", notes(undo), [SHELL_FUNCTIONS, *check(undo)],
+                                                                    undo)}}
 
 
 def _script(comment: str, notes: list[str], code: list[str], steps: list[dict]) -> str:
@@ -179,6 +206,11 @@ def _observed_postgresql(m: dict, steps: list[dict], undo: list[dict], fast_loca
     created = [f"SELECT format('CREATE TABLESPACE %I LOCATION %L', {_literal(OBSERVED_FAST_TABLESPACE)}, "
                f"{_literal(fast_location)}) WHERE NOT EXISTS (SELECT FROM pg_tablespace WHERE spcname = "
                f"{_literal(OBSERVED_FAST_TABLESPACE)}) \\gexec"]
+    named: dict[str, list[str]] = {}
+    for step in steps:
+        database, schema, relation = own[step["table"]]["qualified"]
+        named.setdefault(database, []).append(f"{_identifier(schema)}.{_identifier(relation)}")
+    check = [line for database, names in sorted(named.items()) for line in _postgresql_check(database, names)]
     notes = [f"Apply with: {PSQL} -d postgres -f FILE, as a superuser (or the owner of each object, with CREATE on "
              "the tablespace); it connects to each database in turn.",
              f"The tablespace {OBSERVED_FAST_TABLESPACE} is made where it is missing. A standby replays CREATE "
@@ -186,8 +218,8 @@ def _observed_postgresql(m: dict, steps: list[dict], undo: list[dict], fast_loca
     return {"method": "online, in SQL: each table and index copied under its lock", "downtime_s": 0.0,
             "tiers": {FAST: f"tablespace {OBSERVED_FAST_TABLESPACE} ({fast_location})",
                       CAPACITY: "each object's tablespace as observed"},
-            "files": {"migration.sql": _script("--", notes, created, _connected(steps)),
-                      "migration-undo.sql": _script("--", notes[:1], [], _connected(undo))}}
+            "files": {"migration.sql": _script("--", notes, [*check, *created], _connected(steps)),
+                      "migration-undo.sql": _script("--", notes[:1], check, _connected(undo))}}
 
 
 # an observed MariaDB or MySQL instance's table is rebuilt where it is to be: MariaDB ignores DATA DIRECTORY in ALTER
@@ -224,6 +256,10 @@ rebuild() {
   query "$ddl"
   query "INSERT INTO $new SELECT * FROM $table"
   query "RENAME TABLE $table TO $old, $new TO $table; DROP TABLE $old"
+}
+# exists DATABASE TABLE: whether the table is there
+exists() {
+  [ "$(query "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = $(text "$1") AND TABLE_NAME = $(text "$2")")" = 1 ]
 }"""
 
 
@@ -250,6 +286,11 @@ def _observed_mysql_family(m: dict, steps: list[dict], undo: list[dict], fast_lo
         step["log"] = ("the new table's redo, and its rows in the binary log (each replica rebuilds it too), "
                        f"about {human_bytes(step['bytes'])}")
         step["lock"] = "none that stops writes: stop writing to the table until its step ends, or the writes are lost"
+    def check(ordered: list[dict]) -> list[str]:
+        return _shell_check([(f"exists {shlex.quote(database)} {shlex.quote(table)}", f"{database}.{table}")
+                             for database, table in (own[step["table"]]["qualified"] for step in ordered
+                                                     if step["table"] in own)])
+
     mysql = ("MySQL takes a DATA DIRECTORY only inside innodb_directories: list it there first. "
              if m["engine"]["name"] == "mysql" else "")
 
@@ -262,8 +303,10 @@ def _observed_mysql_family(m: dict, steps: list[dict], undo: list[dict], fast_lo
     return {"method": "online, in SQL: each table rebuilt where it is to be, then renamed into its place",
             "downtime_s": 0.0,
             "tiers": {FAST: f"DATA DIRECTORY {fast_location}", CAPACITY: "each table's directory as observed"},
-            "files": {"migration.sh": "#!/bin/sh\n" + _script("#", notes(steps), [REBUILD_FUNCTIONS], steps),
-                      "migration-undo.sh": "#!/bin/sh\n" + _script("#", notes(undo), [REBUILD_FUNCTIONS], undo)}}
+            "files": {"migration.sh": "#!/bin/sh\n" + _script("#", notes(steps), [REBUILD_FUNCTIONS, *check(steps)],
+                                                               steps),
+                      "migration-undo.sh": "#!/bin/sh\n" + _script("#", notes(undo), [REBUILD_FUNCTIONS, *check(undo)],
+                                                                    undo)}}
 
 
 def _connected(steps: list[dict]) -> list[dict]:
