@@ -1,8 +1,9 @@
 """A workload of the user's own (docs/examples/shop: its schema, its generator, its queries with weights) run by
 playbooks/workload.yml as TPC-H is: on PostgreSQL with the data its command prints, on MariaDB with the same data as
-CSV files; the tables placed by name, the same answers on both, the reads attributed to its tables and indexes, and
-recommend's answer weighted as the workload declares, with statements that name its tables. And a PostgreSQL log of
-the shop's traffic, captured from an instance of the test's own, replayed as a step by pgreplay."""
+files (CSV, and Parquet for one table); the tables placed by name, the same answers on both, the reads attributed to
+its tables and indexes, and recommend's answer weighted as the workload declares, with statements that name its
+tables. And a PostgreSQL log of the shop's traffic, captured from an instance of the test's own, replayed as a step
+by pgreplay."""
 
 import json
 import os
@@ -10,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 from answers import read_answer, same_answer
 from lab import ROOT, cli, read_csv
@@ -26,14 +29,17 @@ CAPTURE_PORT = 6712
 CAPTURED_SESSIONS = (("customer_orders", "category_sales"), ("country_revenue", "customer_orders"))
 
 
-def csv_files(directory: Path) -> Path:
-    """A copy of the shop whose data are the files its generator prints at SCALE_FACTOR."""
+def data_files(directory: Path) -> Path:
+    """A copy of the shop whose data are the files its generator prints at SCALE_FACTOR, products' as Parquet."""
     shutil.copytree(SHOP, directory)
     (directory / "data").mkdir()
     for table in TABLES:
         with open(directory / "data" / f"{table}.csv", "w") as out:
             subprocess.run(["python3", "generate.py"], cwd=directory, stdout=out, check=True, timeout=300,
                            env={**os.environ, "TIERLAB_TABLE": table, "TIERLAB_SCALE_FACTOR": SCALE_FACTOR})
+    products = directory / "data" / "products.csv"
+    pq.write_table(pacsv.read_csv(products), products.with_suffix(".parquet"))
+    products.unlink()
     declaration = (directory / "workload.yml").read_text()
     data = declaration[declaration.index("data:"):declaration.index("# queries/")]
     (directory / "workload.yml").write_text(declaration.replace(data, "data: {files: data}\n"))
@@ -43,8 +49,8 @@ def csv_files(directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def shop(lab, tmp_path_factory):
     """The shop with orders and its lines on the fast tier: on PostgreSQL, its data made by its command; on
-    MariaDB, from CSV files of the same rows."""
-    files = csv_files(tmp_path_factory.mktemp("shop") / "shop")
+    MariaDB, from data files of the same rows (CSV, and Parquet for products)."""
+    files = data_files(tmp_path_factory.mktemp("shop") / "shop")
     return {"postgresql": lab.run("orders+order_lines", playbook="workload.yml", engine="postgresql",
                                   workload_dir=str(SHOP), scale_factor=SCALE_FACTOR, queries="all"),
             "mariadb": lab.run("orders+order_lines", playbook="workload.yml", engine="mariadb",
@@ -91,7 +97,7 @@ def test_each_table_with_its_indexes_is_on_the_tier_its_name_in_the_layout_gives
 
 
 @pytest.mark.mariadb
-def test_the_csv_files_quoted_fields_and_nulls_load_as_written(lab, shop, tmp_path):
+def test_the_data_files_quoted_fields_and_nulls_load_as_written(lab, shop, tmp_path):
     database = json.loads((shop["mariadb"] / "manifest.json").read_text())["settings"]["database"]
     sql = ("SELECT (SELECT name FROM products WHERE id = 1), (SELECT name FROM customers WHERE id = 1), "
            "(SELECT COUNT(*) FROM customers WHERE country IS NULL)")

@@ -5,6 +5,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tierlab.catalog.layout import layout_name, parse_layout
@@ -161,8 +163,8 @@ def test_a_malformed_declaration_is_refused_with_what_is_allowed(shop, text, sai
 def test_a_missing_data_file_is_named(shop):
     with_files(shop)
     (shop / "data" / "orders.csv").unlink()
-    assert refusal(shop) == (f"{shop}/workload.yml: data files: orders.csv missing in {shop}/data; each table needs "
-                             "its <table>.csv")
+    assert refusal(shop) == (f"{shop}/workload.yml: data files: orders in {shop}/data must each have one file, "
+                             "<table>.csv or <table>.parquet (found none)")
 
 
 def test_a_missing_schema_is_named(shop):
@@ -228,3 +230,28 @@ def test_a_run_s_recorded_workload_read_back_with_sorted_keys_names_layouts_in_l
     settings = validate({"workload": "workload_dir", "workload_dir": str(SHOP), "layout": "orders+order_lines"})
     recorded = json.loads(json.dumps(settings, sort_keys=True))
     assert layout_name(settings["placement"], workload_of(recorded)) == "orders+order_lines"
+
+
+def test_a_table_s_data_file_may_be_parquet_sized_by_its_rows_uncompressed(shop):
+    with_files(shop)
+    (shop / "data" / "orders.csv").unlink()
+    pq.write_table(pa.table({"id": list(range(1000)), "status": ["paid"] * 1000}), shop / "data" / "orders.parquet")
+    workload = read_workload_dir(shop)
+    assert workload.data_files == {"customers": "customers.csv", "products": "products.csv",
+                                   "orders": "orders.parquet", "order_lines": "order_lines.csv"}
+    metadata = pq.ParquetFile(shop / "data" / "orders.parquet").metadata
+    assert workload.generated_fixed_bytes["orders"] == metadata.row_group(0).total_byte_size > 0
+
+
+def test_a_table_with_both_a_csv_and_a_parquet_file_is_refused(shop):
+    with_files(shop)
+    (shop / "data" / "orders.parquet").write_bytes(b"not parquet")
+    assert refusal(shop) == (f"{shop}/workload.yml: data files: orders in {shop}/data must each have one file, "
+                             "<table>.csv or <table>.parquet (found orders.csv, orders.parquet)")
+
+
+def test_a_parquet_file_that_is_not_parquet_is_refused(shop):
+    with_files(shop)
+    (shop / "data" / "orders.csv").unlink()
+    (shop / "data" / "orders.parquet").write_text("id\n1\n")
+    assert refusal(shop).startswith(f"{shop}/data/orders.parquet is not a Parquet file: ")

@@ -43,12 +43,14 @@ class Workload:
     data_format: str = "tbl"
     # A workload of the user's own (runs.workload_dir): its directory on the controller; a digest of what makes
     # its database (schema and data), which the database's name carries; its generator's source (csv_files: the
-    # directory of its <table>.csv files; csv_command: the command that prints a table's CSV); each query's weight
+    # directory of its data files, each table's named in data_files, <table>.csv or <table>.parquet; csv_command:
+    # the command that prints a table's CSV); each query's weight
     # (how often it runs, relative); per dialect, its schema file and its index file (or None); its replays (steps
     # that replay a PostgreSQL csvlog): id -> the log's path, and the captured database whose sessions they replay.
     directory: str | None = None
     revision: str = ""
     data_source: str = ""
+    data_files: dict[str, str] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     schema_files: dict[str, str] = field(default_factory=dict)
     index_files: dict[str, str | None] = field(default_factory=dict)

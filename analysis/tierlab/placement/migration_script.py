@@ -259,7 +259,8 @@ rebuild() {
 }
 # exists DATABASE TABLE: whether the table is there
 exists() {
-  [ "$(query "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = $(text "$1") AND TABLE_NAME = $(text "$2")")" = 1 ]
+  [ "$(query "SELECT COUNT(*) FROM information_schema.TABLES
+              WHERE TABLE_SCHEMA = $(text "$1") AND TABLE_NAME = $(text "$2")")" = 1 ]
 }"""
 
 

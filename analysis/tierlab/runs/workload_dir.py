@@ -9,6 +9,7 @@ import hashlib
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import yaml
 
 from ..catalog.engines import ENGINES
@@ -51,7 +52,8 @@ def read_workload_dir(path) -> Workload:
         raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KEYS))}")
     name = _name(where, declared.get("name"))
     tables = _tables(where, declared.get("tables"))
-    generator, source, generated_bytes, generated_fixed_bytes = _data(where, directory, declared.get("data"), tables)
+    generator, source, files, generated_bytes, generated_fixed_bytes = _data(where, directory, declared.get("data"),
+                                                                             tables)
     replays, replay_database = _replays(where, directory, declared.get("replays"), name)
     weights = _queries(where, directory, declared.get("queries"), required=not replays)
     clash = sorted(set(weights) & set(replays))
@@ -64,7 +66,7 @@ def read_workload_dir(path) -> Workload:
         bytes_at_sf1={t: int(b * TABLE_BYTES_PER_CSV_BYTE) for t, b in generated_bytes.items()},
         fixed_bytes={t: int(b * TABLE_BYTES_PER_CSV_BYTE) for t, b in generated_fixed_bytes.items()},
         generated_bytes_at_sf1=generated_bytes, generated_fixed_bytes=generated_fixed_bytes,
-        generator=generator, directory=str(directory), data_source=source,
+        generator=generator, directory=str(directory), data_source=source, data_files=files,
         weights={**weights, **dict.fromkeys(replays, 1.0)}, replays=replays, replay_database=replay_database,
         schema_files=schema_files, index_files=index_files, data_format="csv")
     missing = [(query, dialect) for query in weights for dialect in DIALECTS
@@ -101,12 +103,13 @@ def _tables(where: str, value) -> list[str]:
     return tables
 
 
-def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, str, dict, dict]:
-    """(generator, its source, CSV bytes at scale factor 1, CSV bytes that do not scale): the data's files, or the
-    command that prints each table's and the bytes it prints at scale factor 1."""
+def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, str, dict, dict, dict]:
+    """(generator, its source, each table's file (files only), CSV bytes at scale factor 1, CSV bytes that do not
+    scale): the data's files, or the command that prints each table's and the bytes it prints at scale factor 1."""
     if not isinstance(value, dict) or len({"files", "command"} & set(value)) != 1:
-        raise InputError(f"{where}: data must be a mapping with either files (a directory of <table>.csv files) or "
-                         "command (run once per table, it prints the table's CSV) and csv_bytes_at_sf1")
+        raise InputError(f"{where}: data must be a mapping with either files (a directory of <table>.csv or "
+                         "<table>.parquet files) or command (run once per table, it prints the table's CSV) and "
+                         "csv_bytes_at_sf1")
     if "files" in value:
         unknown = sorted(set(value) - {"files"})
         if unknown:
@@ -114,11 +117,14 @@ def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, s
         files = (directory / str(value["files"])).resolve()
         if not files.is_relative_to(directory.resolve()) or not files.is_dir():
             raise InputError(f"{where}: data files {value['files']!r} is not a directory inside {directory}")
-        missing = [t for t in tables if not (files / f"{t}.csv").is_file()]
+        found = {t: [name for name in (f"{t}.csv", f"{t}.parquet") if (files / name).is_file()] for t in tables}
+        missing = [t for t, names in found.items() if len(names) != 1]
         if missing:
-            raise InputError(f"{where}: data files: {', '.join(f'{t}.csv' for t in missing)} missing in {files}; "
-                             "each table needs its <table>.csv")
-        return "csv_files", str(files), {}, {t: (files / f"{t}.csv").stat().st_size for t in tables}
+            raise InputError(f"{where}: data files: {', '.join(missing)} in {files} must each have one file, "
+                             "<table>.csv or <table>.parquet (found "
+                             f"{', '.join(name for t in missing for name in found[t]) or 'none'})")
+        chosen = {t: names[0] for t, names in found.items()}
+        return "csv_files", str(files), chosen, {}, {t: _csv_bytes(files / name) for t, name in chosen.items()}
     unknown = sorted(set(value) - {"command", "csv_bytes_at_sf1"})
     if unknown:
         raise InputError(f"{where}: data: unknown key(s) {', '.join(unknown)} beside command")
@@ -131,7 +137,19 @@ def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, s
         raise InputError(f"{where}: data csv_bytes_at_sf1 must give every table's CSV bytes at scale factor 1, a "
                          "whole number above 0 each (run the command at scale factor 1 and count them: wc -c); "
                          "they size the fast tier's fit and the caches given as a share of the data")
-    return "csv_command", command.strip(), {str(t): b for t, b in sizes.items()}, {}
+    return "csv_command", command.strip(), {}, {str(t): b for t, b in sizes.items()}, {}
+
+
+def _csv_bytes(path: Path) -> int:
+    """A data file's bytes as CSV: a CSV file's own; a Parquet file's rows uncompressed, as its footer counts them
+    (read without its data), near what they take as text."""
+    if path.suffix == ".csv":
+        return path.stat().st_size
+    try:
+        metadata = pq.ParquetFile(path).metadata
+    except (OSError, ValueError) as error:
+        raise InputError(f"{path} is not a Parquet file: {error}") from None
+    return sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
 
 
 def _queries(where: str, directory: Path, value, required: bool) -> dict[str, float]:
@@ -211,7 +229,7 @@ def _revision(workload: Workload) -> str:
     directory = Path(workload.directory)
     # the data's files, or every file the command may read (its script and inputs), the queries, replays and the
     # declaration (whose weights may change) aside
-    data = ([Path(workload.data_source) / f"{table}.csv" for table in workload.load_order]
+    data = ([Path(workload.data_source) / name for name in workload.data_files.values()]
             if workload.generator == "csv_files" else
             sorted(p for p in directory.rglob("*") if p.is_file() and p.name != DECLARATION
                    and not p.is_relative_to(directory / "queries") and str(p) not in workload.replays.values()))
