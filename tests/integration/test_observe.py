@@ -46,7 +46,7 @@ MARIADB_LOAD = (
 
 
 def observe(lab, **variables) -> subprocess.CompletedProcess:
-    return lab.playbook("observe.yml", check=False, **WINDOW, **variables)
+    return lab.playbook("observe.yml", check=False, **{**WINDOW, **variables})
 
 
 def observed_run(lab, **variables) -> Path:
