@@ -1,12 +1,29 @@
 """Teardown: remove everything tierlab's record holds on this host, newest first."""
 
 import json
+import time
 from pathlib import Path
 
 from . import cgroups, emulator, record, runner, trace
 from .engines import stop_recorded
-from .system import mounted, run
+from .system import HostError, mounted, run
 from .tiers import loop_for
+
+# a mount still busy this long after the processes recorded before it were stopped is reported, not waited for
+UMOUNT_WAIT_S = 15.0
+
+
+def umount(path: str) -> None:
+    """Unmount path, waiting a while where it is busy: a server just stopped can hold a bind mount of its chroot for
+    a moment after its process is gone (seen once in the suite's teardown: free again when teardown ran again)."""
+    deadline = time.monotonic() + UMOUNT_WAIT_S
+    while True:
+        done = run(["umount", path], check=False)
+        if done.returncode == 0:
+            return
+        if "busy" not in done.stderr or time.monotonic() > deadline:
+            raise HostError(f"umount {path} failed (exit {done.returncode}): {done.stderr.strip()}")
+        time.sleep(0.5)
 
 
 def down() -> dict:
@@ -27,7 +44,7 @@ def down() -> dict:
             trace.remove_instance(entry)
         elif kind == "mount":
             if mounted(entry["path"]):
-                run(["umount", entry["path"]])
+                umount(entry["path"])
         elif kind == "loop":
             if loop_for(entry["image"]) == entry["device"]:
                 run(["losetup", "-d", entry["device"]])
