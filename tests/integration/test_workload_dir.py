@@ -204,3 +204,46 @@ def test_a_captured_log_replays_its_sessions_statements_and_pauses_on_the_loaded
     assert json.loads((replayed / "manifest.json").read_text())["settings"]["database"] == loaded
     reads = read_csv(replayed / "tables" / "table_metrics.csv").groupby("object")["read_requests"].sum()
     assert reads["order_lines"] > 0 and reads["orders_customer"] > 0
+
+
+def dumped(lab, run: Path, engine: str, out: Path) -> None:
+    """The data of a shop run's database as its engine's own dump tool writes it, data only."""
+    database = json.loads((run / "manifest.json").read_text())["settings"]["database"]
+    instance = {"postgresql": "postgresql-8k", "mariadb": "mariadb-16k"}[engine]
+    spec = json.loads(Path(lab.root, "instances", instance, "engine.json").read_text())
+    if engine == "postgresql":
+        cmd = [f"{spec['bindir']}/pg_dump", "--data-only", "-d", f"host={spec['socket_dir']} port={spec['port']} "
+               f"user=postgres passfile={spec['password_file']} dbname={database}"]
+    else:
+        cmd = ["mariadb-dump", f"--defaults-file={spec['client_file']}", "--no-create-info", "--skip-triggers", database,
+               *TABLES]
+    with open(out, "w") as dump:
+        assert subprocess.run(cmd, stdout=dump, timeout=300).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def from_dumps(lab, shop, tmp_path_factory):
+    """The shop loaded from its own data-only dumps, on each engine (the layout runs' databases, dumped)."""
+    directory = Path(shutil.copytree(SHOP, tmp_path_factory.mktemp("dumps") / "shop"))
+    (directory / "dumps").mkdir()
+    dumped(lab, shop["postgresql"], "postgresql", directory / "dumps" / "postgresql.sql")
+    dumped(lab, shop["mariadb"], "mariadb", directory / "dumps" / "mysql.sql")
+    declaration = (directory / "workload.yml").read_text()
+    data = declaration[declaration.index("data:"):declaration.index("# queries/")]
+    (directory / "workload.yml").write_text(declaration.replace(data, "data: {dump: dumps}\n"))
+    return {engine: lab.run("orders", playbook="workload.yml", engine=engine, workload_dir=str(directory),
+                            scale_factor="", queries="all") for engine in ("postgresql", "mariadb")}
+
+
+@pytest.mark.postgresql
+@pytest.mark.mariadb
+def test_the_shop_loaded_from_its_dumps_answers_as_it_did_on_each_engine(from_dumps, shop):
+    for engine, run in from_dumps.items():
+        queries = read_csv(run / "tables" / "queries.csv")
+        assert set(queries["status"]) == {"ok"}, engine
+        tables = json.loads((run / "manifest.json").read_text())["layout"]["tables"]
+        assert {t: {f["tier"] for f in info["files"]} for t, info in tables.items()}["orders"] == {"optane"}
+        for query in QUERIES:
+            name = f"{query}_try1.tsv"
+            assert same_answer(read_answer(run / "raw" / "output" / name),
+                               read_answer(shop[engine] / "raw" / "output" / name)), (engine, query)

@@ -144,8 +144,8 @@ def test_a_directory_without_a_declaration_is_refused(tmp_path):
     ("name: shop\ntables: orders\n", ": tables must be a list of the workload's table names"),
     ("name: shop\ntables: [orders, order-lines]\n", ": table name(s) 'order-lines' not allowed"),
     ("name: shop\ntables: [orders, orders]\n", ": table(s) orders listed more than once"),
-    ("name: shop\ntables: [orders]\ndata: {}\n", ": data must be a mapping with either files"),
-    ("name: shop\ntables: [orders]\ndata: {files: data, command: x}\n", ": data must be a mapping with either files"),
+    ("name: shop\ntables: [orders]\ndata: {}\n", ": data must be a mapping with one of files"),
+    ("name: shop\ntables: [orders]\ndata: {files: data, command: x}\n", ": data must be a mapping with one of files"),
     ("name: shop\ntables: [orders]\ndata: {files: ../elsewhere}\n", ": data files '../elsewhere' is not a directory inside"),
     ("name: shop\ntables: [orders]\ndata: {command: python3 generate.py}\n", ": data csv_bytes_at_sf1 must give every table's"),
     ("name: shop\ntables: [orders]\ndata: {command: x, csv_bytes_at_sf1: {orders: 0}}\n", ": data csv_bytes_at_sf1 must"),
@@ -255,3 +255,36 @@ def test_a_parquet_file_that_is_not_parquet_is_refused(shop):
     (shop / "data" / "orders.csv").unlink()
     (shop / "data" / "orders.parquet").write_text("id\n1\n")
     assert refusal(shop).startswith(f"{shop}/data/orders.parquet is not a Parquet file: ")
+
+
+def with_dumps(directory: Path, dialects: tuple[str, ...]) -> Path:
+    """The shop with its data as data-only dumps (tests/unit/dumps: a real mariadb-dump --no-create-info and pg_dump
+    --data-only of customers and orders)."""
+    (directory / "dumps").mkdir()
+    for dialect in dialects:
+        shutil.copy(Path(__file__).with_name("dumps") / f"{dialect}.sql", directory / "dumps")
+    return declare(directory, "name: shop\ntables: [customers, products, orders, order_lines]\ndata: {dump: dumps}\n")
+
+
+def test_a_data_only_dump_per_dialect_is_the_data_and_each_table_is_sized_by_its_rows_in_it(shop):
+    workload = read_workload_dir(with_dumps(shop, ("mysql", "postgresql")))
+    assert (workload.generator, workload.data_source) == ("sql_dump", str(shop / "dumps"))
+    assert workload.data_files == {"mysql": "mysql.sql", "postgresql": "postgresql.sql"}
+    # the INSERT and its value lines, up to UNLOCK TABLES (the mysql dialect's dump, the first there is)
+    assert workload.generated_fixed_bytes == {"customers": 141, "products": 0, "orders": 144, "order_lines": 0}
+    settings = validate({"workload": "workload_dir", "workload_dir": str(shop), "engine": "postgresql"})
+    assert (settings["scale_factor"], settings["scale"]) == (None, "files")
+
+
+def test_a_run_on_an_engine_whose_dialect_has_no_dump_is_refused(shop):
+    with_dumps(shop, ("postgresql",))
+    with pytest.raises(InputError) as err:
+        validate({"workload": "workload_dir", "workload_dir": str(shop), "engine": "mariadb"})
+    assert str(err.value) == (f"workload shop's data is dumped for postgresql only ({shop}/dumps); engine=mariadb "
+                              "loads a mysql.sql there")
+
+
+def test_a_dump_directory_without_a_dump_is_refused(shop):
+    assert refusal(with_dumps(shop, ())) == (
+        f"{shop}/workload.yml: data dump: {shop}/dumps has no mysql.sql or postgresql.sql; write mysqldump "
+        "--no-create-info's or pg_dump --data-only's output there")

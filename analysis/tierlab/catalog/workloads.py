@@ -39,12 +39,14 @@ class Workload:
     # per query, the driving dimension (table, key column) whose key ranges split the query into subqueries run
     # at once (the subqueries variable); a workload without them runs each query whole
     partition_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # how the generated data is written: TPC-H's '|'-separated .tbl files, or CSV files with a header row
+    # how the generated data is written: TPC-H's '|'-separated .tbl files, or CSV files with a header row (a
+    # workload directory's dumps are loaded whole by the engine's client)
     data_format: str = "tbl"
     # A workload of the user's own (runs.workload_dir): its directory on the controller; a digest of what makes
     # its database (schema and data), which the database's name carries; its generator's source (csv_files: the
-    # directory of its data files, each table's named in data_files, <table>.csv or <table>.parquet; csv_command:
-    # the command that prints a table's CSV); each query's weight
+    # directory of its data files, each table's named in data_files, <table>.csv or <table>.parquet; sql_dump: the
+    # directory of its data-only dumps, each dialect's named in data_files, <dialect>.sql; csv_command: the command
+    # that prints a table's CSV); each query's weight
     # (how often it runs, relative); per dialect, its schema file and its index file (or None); its replays (steps
     # that replay a PostgreSQL csvlog): id -> the log's path, and the captured database whose sessions they replay.
     directory: str | None = None

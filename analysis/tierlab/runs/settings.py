@@ -87,6 +87,9 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     if workload.directory:
         settings["workload_declared"] = workload.declaration()
         settings["scale_factor"] = _files_scale_factor(workload, values.get("scale_factor"), settings["scale_factor"])
+        if workload.generator == "sql_dump" and engine.dialect not in workload.data_files:
+            raise InputError(f"workload {workload.name}'s data is dumped for {', '.join(workload.data_files)} only "
+                             f"({workload.data_source}); engine={engine.name} loads a {engine.dialect}.sql there")
         replays = [query for query in settings["queries"] if query in workload.replays]
         if replays and engine.family != "postgresql":
             kept = [query for query in settings["queries"] if query not in workload.replays]
@@ -130,8 +133,8 @@ def _workload(values: dict) -> Workload:
 
 
 def _files_scale_factor(workload: Workload, given, default: float) -> float | None:
-    """A workload whose data are files has no scale factor (None); one whose command makes them, its own."""
-    if workload.generator != "csv_files":
+    """A workload whose data are files or dumps has no scale factor (None); one whose command makes them, its own."""
+    if workload.generator == "csv_command":
         return default
     if given not in (None, ""):
         raise InputError(f"scale_factor={given!r} means nothing for workload {workload.name}: its data are the files "

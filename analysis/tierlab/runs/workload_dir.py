@@ -1,7 +1,7 @@
-"""A workload of the user's own: a directory with its declaration (workload.yml), its schema, its data (CSV files, or
-a command that prints them) and its queries, read into the same Workload the catalog declares TPC-H's with, so that
-it runs through the same flow. docs/workload-dir.md is the format as a user writes it; every check here names the
-file and what is allowed.
+"""A workload of the user's own: a directory with its declaration (workload.yml), its schema, its data (CSV or Parquet
+files, data-only dumps, or a command that prints CSV) and its queries, read into the same Workload the catalog
+declares TPC-H's with, so that it runs through the same flow. docs/workload-dir.md is the format as a user writes it;
+every check here names the file and what is allowed.
 """
 
 import csv
@@ -104,12 +104,15 @@ def _tables(where: str, value) -> list[str]:
 
 
 def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, str, dict, dict, dict]:
-    """(generator, its source, each table's file (files only), CSV bytes at scale factor 1, CSV bytes that do not
-    scale): the data's files, or the command that prints each table's and the bytes it prints at scale factor 1."""
-    if not isinstance(value, dict) or len({"files", "command"} & set(value)) != 1:
-        raise InputError(f"{where}: data must be a mapping with either files (a directory of <table>.csv or "
-                         "<table>.parquet files) or command (run once per table, it prints the table's CSV) and "
-                         "csv_bytes_at_sf1")
+    """(generator, its source, its files (each table's, or each dialect's dump), CSV bytes at scale factor 1, CSV
+    bytes that do not scale): the data's files, a data-only dump per dialect, or the command that prints each
+    table's and the bytes it prints at scale factor 1."""
+    if not isinstance(value, dict) or len({"files", "dump", "command"} & set(value)) != 1:
+        raise InputError(f"{where}: data must be a mapping with one of files (a directory of <table>.csv or "
+                         "<table>.parquet files), dump (a directory of data-only dumps, <dialect>.sql) or command (run "
+                         "once per table, it prints the table's CSV) with csv_bytes_at_sf1")
+    if "dump" in value:
+        return _dumps(where, directory, value, tables)
     if "files" in value:
         unknown = sorted(set(value) - {"files"})
         if unknown:
@@ -138,6 +141,45 @@ def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, s
                          "whole number above 0 each (run the command at scale factor 1 and count them: wc -c); "
                          "they size the fast tier's fit and the caches given as a share of the data")
     return "csv_command", command.strip(), {}, {str(t): b for t, b in sizes.items()}, {}
+
+
+def _dumps(where: str, directory: Path, value: dict, tables: list[str]) -> tuple[str, str, dict, dict, dict]:
+    """A directory of data-only dumps, one per dialect that has one (mysqldump --no-create-info: mysql.sql;
+    pg_dump --data-only: postgresql.sql), each table's bytes counted in the first."""
+    unknown = sorted(set(value) - {"dump"})
+    if unknown:
+        raise InputError(f"{where}: data: unknown key(s) {', '.join(unknown)} beside dump")
+    dumps = (directory / str(value["dump"])).resolve()
+    if not dumps.is_relative_to(directory.resolve()) or not dumps.is_dir():
+        raise InputError(f"{where}: data dump {value['dump']!r} is not a directory inside {directory}")
+    files = {dialect: f"{dialect}.sql" for dialect in DIALECTS if (dumps / f"{dialect}.sql").is_file()}
+    if not files:
+        raise InputError(f"{where}: data dump: {dumps} has no {' or '.join(f'{d}.sql' for d in DIALECTS)}; write "
+                         "mysqldump --no-create-info's or pg_dump --data-only's output there")
+    return "sql_dump", str(dumps), files, {}, _dump_bytes(dumps / next(iter(files.values())), tables)
+
+
+# where a dump's rows of a table start: mysqldump's INSERT INTO `t`, pg_dump's COPY public.t (...) FROM stdin or
+# INSERT INTO public.t (its --inserts)
+DUMPED_TABLE = re.compile(r'^(?:INSERT INTO|COPY)\s+(?:[`"]?\w+[`"]?\.)?[`"]?(\w+)[`"]?[\s(]')
+# and where they end: pg_dump's COPY data ends in a line \., mysqldump's table with UNLOCK TABLES
+DUMPED_END = (b"\\.\n", b"UNLOCK TABLES;\n")
+
+
+def _dump_bytes(path: Path, tables: list[str]) -> dict[str, int]:
+    """Each table's bytes in a dump: the lines of its rows (a table the dump has no rows of, 0)."""
+    sizes = dict.fromkeys(tables, 0)
+    current = None
+    with open(path, "rb") as dump:
+        for line in dump:
+            found = DUMPED_TABLE.match(line[:200].decode(errors="replace"))
+            if found:
+                current = found.group(1) if found.group(1) in sizes else None
+            elif line in DUMPED_END:
+                current = None
+            if current:
+                sizes[current] += len(line)
+    return sizes
 
 
 def _csv_bytes(path: Path) -> int:
