@@ -232,17 +232,18 @@ def test_the_observer_s_sessions_are_read_only(postgresql):
 
 
 def test_a_window_over_its_raw_trace_limit_keeps_the_newest_trace_and_every_interval_s_counters(lab, postgresql):
-    run = observed_run(lab, engine="postgresql", conninfo=postgresql["conninfo"], window_s=8, interval_s=2,
+    run = observed_run(lab, engine="postgresql", conninfo=postgresql["conninfo"], window_s=10, interval_s=2,
                        untraced_intervals=0, raw_trace_limit="1")
     assert json.loads((run / "manifest.json").read_text())["status"] == "ok"
-    assert sorted(json.loads((run / "raw" / "rotated.json").read_text())) == ["i0001_try1", "i0002_try1", "i0003_try1"]
-    assert [p.name for p in (run / "raw" / "traces").iterdir()] == ["i0004_try1.ftrace-raw"]
+    assert sorted(json.loads((run / "raw" / "rotated.json").read_text())) == [
+        "i0001_try1", "i0002_try1", "i0003_try1", "i0004_try1"]
+    assert [p.name for p in (run / "raw" / "traces").iterdir()] == ["i0005_try1.ftrace-raw"]
     intervals = read_csv(run / "tables" / "intervals.csv")
     assert (intervals["trace_rotated"].tolist(), intervals["traced"].tolist()) == (
-        [True, True, True, False], [False, False, False, True])
+        [True, True, True, True, False], [False, False, False, False, True])
     assert intervals["work"].notna().all()
     warnings = read_csv(run / "tables" / "observation_warnings.csv")["warning"]
-    assert warnings.str.startswith("3 interval(s)' traces (").any()
+    assert warnings.str.startswith("4 interval(s)' traces (").any()
 
 
 def test_a_wrong_password_is_refused_before_a_run_opens(lab, postgresql):
