@@ -207,13 +207,15 @@ def test_a_captured_log_replays_its_sessions_statements_and_pauses_on_the_loaded
 
 
 def dumped(lab, run: Path, engine: str, out: Path) -> None:
-    """The data of a shop run's database as its engine's own dump tool writes it, data only."""
+    """The data of the shop's tables in a run's database (not tierlab's mark of a complete load) as the engine's own
+    dump tool writes it, data only."""
     database = json.loads((run / "manifest.json").read_text())["settings"]["database"]
     instance = {"postgresql": "postgresql-8k", "mariadb": "mariadb-16k"}[engine]
     spec = json.loads(Path(lab.root, "instances", instance, "engine.json").read_text())
     if engine == "postgresql":
-        cmd = [f"{spec['bindir']}/pg_dump", "--data-only", "-d", f"host={spec['socket_dir']} port={spec['port']} "
-               f"user=postgres passfile={spec['password_file']} dbname={database}"]
+        cmd = [f"{spec['bindir']}/pg_dump", "--data-only", *(f"--table=public.{table}" for table in TABLES), "-d",
+               f"host={spec['socket_dir']} port={spec['port']} user=postgres passfile={spec['password_file']} "
+               f"dbname={database}"]
     else:
         cmd = ["mariadb-dump", f"--defaults-file={spec['client_file']}", "--no-create-info", "--skip-triggers", database,
                *TABLES]
