@@ -114,12 +114,7 @@ def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, s
     if "dump" in value:
         return _dumps(where, directory, value, tables)
     if "files" in value:
-        unknown = sorted(set(value) - {"files"})
-        if unknown:
-            raise InputError(f"{where}: data: unknown key(s) {', '.join(unknown)} beside files")
-        files = (directory / str(value["files"])).resolve()
-        if not files.is_relative_to(directory.resolve()) or not files.is_dir():
-            raise InputError(f"{where}: data files {value['files']!r} is not a directory inside {directory}")
+        files = _data_directory(where, directory, value, "files")
         found = {t: [name for name in (f"{t}.csv", f"{t}.parquet") if (files / name).is_file()] for t in tables}
         missing = [t for t, names in found.items() if len(names) != 1]
         if missing:
@@ -143,15 +138,21 @@ def _data(where: str, directory: Path, value, tables: list[str]) -> tuple[str, s
     return "csv_command", command.strip(), {}, {str(t): b for t, b in sizes.items()}, {}
 
 
+def _data_directory(where: str, directory: Path, value: dict, key: str) -> Path:
+    """The directory inside the workload directory that data's key (files, dump) names, the key alone."""
+    unknown = sorted(set(value) - {key})
+    if unknown:
+        raise InputError(f"{where}: data: unknown key(s) {', '.join(unknown)} beside {key}")
+    found = (directory / str(value[key])).resolve()
+    if not found.is_relative_to(directory.resolve()) or not found.is_dir():
+        raise InputError(f"{where}: data {key} {value[key]!r} is not a directory inside {directory}")
+    return found
+
+
 def _dumps(where: str, directory: Path, value: dict, tables: list[str]) -> tuple[str, str, dict, dict, dict]:
     """A directory of data-only dumps, one per dialect that has one (mysqldump --no-create-info: mysql.sql;
     pg_dump --data-only: postgresql.sql), each table's bytes counted in the first."""
-    unknown = sorted(set(value) - {"dump"})
-    if unknown:
-        raise InputError(f"{where}: data: unknown key(s) {', '.join(unknown)} beside dump")
-    dumps = (directory / str(value["dump"])).resolve()
-    if not dumps.is_relative_to(directory.resolve()) or not dumps.is_dir():
-        raise InputError(f"{where}: data dump {value['dump']!r} is not a directory inside {directory}")
+    dumps = _data_directory(where, directory, value, "dump")
     files = {dialect: f"{dialect}.sql" for dialect in DIALECTS if (dumps / f"{dialect}.sql").is_file()}
     if not files:
         raise InputError(f"{where}: data dump: {dumps} has no {' or '.join(f'{d}.sql' for d in DIALECTS)}; write "
