@@ -340,7 +340,8 @@ def _placement_commands(sub) -> None:
                    help="device profiles (names or .toml files) to predict with; default: the traced tiers' models")
     p.add_argument("--weights", metavar="q03=2,q10=1", help="the queries to optimise for and their weights "
                                                               "(default: every traced query, weight 1)")
-    p.add_argument("--from-layout", metavar="LAYOUT", help="the layout to migrate from (default: the traced run's)")
+    p.add_argument("--from-layout", metavar="LAYOUT", help="the layout to migrate from (default: the traced run's); "
+                   "for runs placed by object, their units joined by + (or None)")
     p.add_argument("--fast-location", metavar="DIR", help="an observed instance's: the directory on the fast device, on "
                                                           "its host, where its migration makes the fast tablespace "
                                                           "(PostgreSQL) or rebuilds the tables (MariaDB, MySQL)")

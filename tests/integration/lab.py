@@ -26,6 +26,9 @@ ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "
                "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_roles,ansible.posix.profile_tasks"}
 # a playbook that brings tiers up on a fresh root, or installs an engine, takes minutes; none takes this long
 PLAYBOOK_TIMEOUT_S = 900
+# every table and index of the public schema, and where its main file is
+RELATION_FILES = ("SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c "
+                  "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i')")
 # seconds per role over every playbook the suite ran, and how many playbooks it ran
 ROLE_SECONDS: dict[str, float] = {}
 PLAYBOOK_CALLS: list[str] = []
@@ -143,6 +146,15 @@ class Lab:
                     f"passfile={spec['password_file']}")
         return command([f"{spec['bindir']}/psql", "-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-F", "\t",
                         "-d", conninfo, *args], "psql", 300)
+
+    def relation_tiers(self, database: str, manifest: dict) -> dict[str, str]:
+        """Each table and index of database's public schema, and the role of the tier (of the run whose manifest is
+        given) that holds its main file."""
+        rows = [row.split("\t") for row in self.psql(database, "-c", RELATION_FILES).stdout.splitlines()]
+        datadir = manifest["engine"]["settings"]["data_directory"]
+        tier_paths = {t["role"]: t["path"] + "/" for t in manifest["tiers"]}
+        return {name: role for name, path in rows for role, tier in tier_paths.items()
+                if os.path.realpath(os.path.join(datadir, path)).startswith(tier)}
 
 
 def read_csv(path: Path) -> pd.DataFrame:

@@ -158,11 +158,6 @@ def test_a_statement_over_its_limit_on_postgresql_is_a_timeout(lab, postgresql_r
     assert 'column "no_such_column" does not exist' in failed["error"]
 
 
-# every table and index of the public schema, and where its main file is
-RELATION_FILES = ("SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c "
-                  "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i')")
-
-
 @pytest.mark.postgresql
 def test_recommend_s_script_moves_each_table_and_index_to_its_tier_and_its_undo_moves_them_back(lab, postgresql_runs,
                                                                                                tmp_path):
@@ -176,22 +171,15 @@ def test_recommend_s_script_moves_each_table_and_index_to_its_tier_and_its_undo_
     tables = manifest["layout"]["tables"]
     start = {table: info["tier"] for table, info in tables.items()}
     end = {**start, **{s["table"]: s["to"] for s in plan["steps"]}}
-    tier_paths = {t["role"]: t["path"] + "/" for t in manifest["tiers"]}
-    datadir = manifest["engine"]["settings"]["data_directory"]
 
     def expected(placement: dict[str, str]) -> dict[str, str]:
         return {name: placement[table] for table, info in tables.items()
                 for name in {table} | {f["object"] for f in info["files"] if f["kind"] == "index"}}
 
-    def tiers_now() -> dict[str, str]:
-        rows = [row.split("\t") for row in lab.psql(TPCH_DATABASE, "-c", RELATION_FILES).stdout.splitlines()]
-        return {name: role for name, path in rows for role, tier in tier_paths.items()
-                if os.path.realpath(os.path.join(datadir, path)).startswith(tier)}
-
     for script, placement in (("migration.sql", end), ("migration-undo.sql", start)):
         applied = lab.psql(TPCH_DATABASE, "-f", str(tmp_path / script))
         assert applied.returncode == 0, f"{script}: {applied.stderr}"
-        now = tiers_now()
+        now = lab.relation_tiers(TPCH_DATABASE, manifest)
         assert {name: now.get(name) for name in expected(placement)} == expected(placement), script
 
 

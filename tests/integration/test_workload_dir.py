@@ -119,21 +119,31 @@ def test_the_reads_are_attributed_to_the_shop_s_tables_and_indexes(shop):
 
 
 @pytest.mark.postgresql
-def test_recommend_weighs_the_queries_as_the_workload_declares_and_moves_the_shop_s_tables_by_name(shop, tmp_path):
+def test_recommend_places_each_table_and_index_of_the_shop_apart_weighted_as_the_workload_declares(lab, shop, tmp_path):
     done = cli("recommend", str(shop["postgresql"]), "--fast-capacity", "1G", "--out", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert {e["query"]: e["weight"] for e in result["evidence"]} == {"customer_orders": 20.0, "country_revenue": 2.0,
                                                                      "category_sales": 1.0}
-    layouts = read_csv(tmp_path / "layouts.csv")
-    assert len(layouts) == 16 and {"None", "ALL", "orders+order_lines"} <= set(layouts["layout"])
-    assert result["layout"] in set(layouts["layout"])
-    plan = json.loads((tmp_path / "recommend.json").read_text())["migration"]["plan"]
-    moved = {s["table"] for s in plan["steps"]}
-    assert moved <= set(TABLES)
-    script = (tmp_path / "migration.sql").read_text()
-    for table in moved:
-        assert f'ALTER TABLE "{table}" SET TABLESPACE' in script
+    units = {u["unit"]: u for u in result["objects"]}
+    assert {unit: u["kind"] for unit, u in units.items()} == {
+        **dict.fromkeys(TABLES, "table"), "orders_customer": "index", "order_lines_product": "index",
+        **{f"{table}_pkey": "index" for table in TABLES}}
+    # customer_orders, weighed 20, finds a few customers' orders through orders_customer
+    assert units["orders_customer"]["saving_s"] > 0 and units["orders_customer"]["io_time_s"] > 0
+    # the traced layout's tables, and their indexes with them, were on the fast tier
+    assert result["traced_layout"] == "order_lines+order_lines_pkey+order_lines_product+orders+orders_customer+orders_pkey"
+    assert result["layout"] in set(read_csv(tmp_path / "layouts.csv")["layout"])
+    manifest = json.loads((shop["postgresql"] / "manifest.json").read_text())
+    database = manifest["settings"]["database"]
+    start = lab.relation_tiers(database, manifest)
+    assert start == {**dict.fromkeys(units, "capacity"), **dict.fromkeys(result["traced_layout"].split("+"), "fast")}
+    end = {**start, **{s["table"]: s["to"] for s in result["migration"]["plan"]["steps"]}}
+    assert end == {unit: "fast" if unit in result["layout"].split("+") else "capacity" for unit in units}
+    for script, placement in (("migration.sql", end), ("migration-undo.sql", start)):
+        applied = lab.psql(database, "-f", str(tmp_path / script))
+        assert applied.returncode == 0, f"{script}: {applied.stderr}"
+        assert lab.relation_tiers(database, manifest) == placement, script
 
 
 def test_a_malformed_workload_directory_is_refused_before_anything_runs(lab, tmp_path):

@@ -97,6 +97,30 @@ def test_a_placement_that_moves_nothing_has_no_step():
     assert (plan["steps"], plan["undo"]) == ([], [])
 
 
+# a PostgreSQL run placed by object: a table and its index units of their own
+UNITS = {"orders": {"tier": "fast", "size_bytes": 8 << 20, "stored_bytes": 8 << 20,
+                    "files": [{"object": "orders", "kind": "table"}, {"object": "orders.toast", "kind": "toast"}]},
+         "orders_customer": {"tier": "capacity", "size_bytes": 2 << 20, "stored_bytes": 2 << 20,
+                             "files": [{"object": "orders_customer", "kind": "index"},
+                                       {"object": "orders_customer.fsm", "kind": "index"}]}}
+
+
+def test_units_placed_by_object_move_a_table_alone_and_an_index_alone_each_with_its_own_lock():
+    plan = migration_plan(manifest(POSTGRESQL), {"orders": "fast", "orders_customer": "capacity"},
+                          {"orders": "capacity", "orders_customer": "fast"}, RATES, units=UNITS)
+    assert [(s["table"], s["kind"], s["indexes"], s["lines"]) for s in plan["steps"]] == [
+        ("orders", "table", [], ['ALTER TABLE "orders" SET TABLESPACE "tierlab_capacity";']),
+        ("orders_customer", "index", [], ['ALTER INDEX "orders_customer" SET TABLESPACE "tierlab_fast";'])]
+    assert [s["lock"] for s in plan["steps"]] == [
+        "ACCESS EXCLUSIVE on orders while it is copied: the table's reads and writes wait (online instead: pg_repack "
+        "--no-order --tablespace=tierlab_capacity --table=orders)",
+        "ACCESS EXCLUSIVE on orders_customer while it is copied: reads and writes of its table wait (online instead: "
+        "CREATE INDEX CONCURRENTLY a copy of it in TABLESPACE tierlab_fast, then DROP INDEX CONCURRENTLY "
+        "orders_customer)"]
+    assert [s["lines"] for s in plan["undo"]] == [['ALTER INDEX "orders_customer" SET TABLESPACE "tierlab_capacity";'],
+                                                  ['ALTER TABLE "orders" SET TABLESPACE "tierlab_fast";']]
+
+
 OBSERVED_TABLES = {
     "app.public.hot_k": {"tier": "capacity", "size_bytes": 32 << 20, "stored_bytes": 32 << 20, "files": [
         {"object": "app.public.hot_k", "kind": "index", "tablespace": "pg_default",

@@ -3,7 +3,17 @@ that does not fit left out, the next tried), and the placements to replay whole.
 
 import pytest
 
-from tierlab.placement.objects import candidates, fill, placement_name, ranking, savings_s, unit_kinds
+from tierlab.errors import InputError
+from tierlab.placement.objects import (
+    candidates,
+    fill,
+    parse_placement,
+    placement_name,
+    postgresql_units,
+    ranking,
+    savings_s,
+    unit_kinds,
+)
 from tierlab.placement.predict import TracedQuery
 
 MIB = 1 << 20
@@ -44,3 +54,29 @@ def test_a_unit_s_saving_is_its_step_time_with_it_alone_on_the_fast_tier_the_log
     step = TracedQuery("r", "i0001", 2.0, 10.0, 1.0, {"app.hot_k": "capacity", "pg_wal": "capacity"},
                        {frozenset(): 100.0, frozenset({"app.hot_k"}): 40.0, frozenset({"app.hot_k", "pg_wal"}): 30.0})
     assert savings_s([step], ["app.hot_k", "pg_wal"], ["app.hot_k"]) == {"app.hot_k": pytest.approx(2.0 * 0.6)}
+
+
+def test_a_postgresql_run_s_tables_split_into_each_table_with_its_toast_and_maps_and_each_index_with_its_forks():
+    tables = {"orders": {"tier": "fast", "files": [
+        {"object": "orders", "kind": "table", "tier": "optane", "size_bytes": 8192, "stored_bytes": 8192},
+        {"object": "orders.fsm", "kind": "table", "tier": "optane", "size_bytes": 24576, "stored_bytes": 4096},
+        {"object": "orders.toast", "kind": "toast", "tier": "optane", "size_bytes": 0, "stored_bytes": 0},
+        {"object": "orders_pkey", "kind": "index", "tier": "optane", "size_bytes": 16384, "stored_bytes": 16384},
+        {"object": "orders_pkey.fsm", "kind": "index", "tier": "optane", "size_bytes": 24576, "stored_bytes": 4096},
+        {"object": "orders_customer", "kind": "index", "tier": "nand", "size_bytes": 40960, "stored_bytes": 40960}]}}
+    units = postgresql_units(tables, {"optane": "fast", "nand": "capacity"})
+    assert {u: ([f["object"] for f in v["files"]], v["tier"], v["size_bytes"], v["stored_bytes"])
+            for u, v in units.items()} == {
+        "orders": (["orders", "orders.fsm", "orders.toast"], "fast", 32768, 12288),
+        "orders_pkey": (["orders_pkey", "orders_pkey.fsm"], "fast", 40960, 20480),
+        "orders_customer": (["orders_customer"], "capacity", 40960, 40960)}
+    assert unit_kinds(units) == {"orders": "table", "orders_pkey": "index", "orders_customer": "index"}
+
+
+def test_a_placement_to_start_from_names_units_joined_by_plus_or_none():
+    units = {"orders": {}, "orders_pkey": {}}
+    assert parse_placement("orders_pkey+orders", units) == frozenset({"orders", "orders_pkey"})
+    assert parse_placement("None", units) == frozenset()
+    with pytest.raises(InputError, match="--from-layout 'O': 'O' is not a unit of these runs; give units joined by "
+                                         r"\+ \(or None\) from: orders, orders_pkey"):
+        parse_placement("O", units)

@@ -288,3 +288,12 @@ def test_a_dump_directory_without_a_dump_is_refused(shop):
     assert refusal(with_dumps(shop, ())) == (
         f"{shop}/workload.yml: data dump: {shop}/dumps has no mysql.sql or postgresql.sql; write mysqldump "
         "--no-create-info's or pg_dump --data-only's output there")
+
+
+def test_a_pg_dump_archive_is_refused_with_the_command_that_makes_it_sql(shop):
+    with_dumps(shop, ())
+    (shop / "dumps" / "postgresql.sql").write_bytes(b"PGDMP\x01\x0f\x00" + bytes(64))
+    dump = shop / "dumps" / "postgresql.sql"
+    assert refusal(shop) == (
+        f"{shop}/workload.yml: data dump: {dump} is a pg_dump archive (-Fc), not SQL; tierlab loads plain SQL with psql: "
+        f"pg_restore --data-only -f {dump}.plain {dump} && mv {dump}.plain {dump}")

@@ -3,7 +3,8 @@ step the objects it moves, the bytes it copies (as much free space needed on the
 its predicted time on the measured devices, the lock or downtime it costs, and its undo; and the two scripts.
 
 PostgreSQL moves a table online in SQL: ALTER TABLE ... SET TABLESPACE copies the table (with its TOAST) to the
-other tablespace, ALTER INDEX ... SET TABLESPACE each index. The MySQL family cannot: MariaDB ignores DATA DIRECTORY
+other tablespace, ALTER INDEX ... SET TABLESPACE each index; a unit of the run is a table with its indexes or, where
+placed by object (placement.objects), a table or an index alone. The MySQL family cannot: MariaDB ignores DATA DIRECTORY
 in ALTER TABLE, and MySQL takes a table's directory only when it creates it. So a table's .ibd is moved with the
 server stopped, as tierlab moves its own (tracing/tierlab_host/engines/mysql_family.py): MariaDB follows the .isl
 file beside the table's definition, MySQL finds the file in innodb_directories when it starts."""
@@ -16,6 +17,7 @@ from ..catalog.layout import CAPACITY, FAST
 from ..errors import RunDirError
 from ..runs.observing import OBSERVED
 from ..runs.settings import human_bytes
+from .objects import relation_of, unit_kind
 
 PSQL = "psql -X -v ON_ERROR_STOP=1"
 # what a script says, and does, when an object its steps name no longer exists: nothing moves
@@ -54,9 +56,9 @@ def migration_steps(tables: dict, start: dict[str, str], end: dict[str, str],
     steps = []
     for table in moved:
         size = int(tables[table].get("stored_bytes", tables[table]["size_bytes"]))
-        steps.append({"table": table, "from": start[table], "to": end[table],
-                      "indexes": sorted({f["object"] for f in tables[table]["files"]
-                                         if f["kind"] == "index" and f["object"] != table}),
+        steps.append({"table": table, "kind": unit_kind(table, tables[table]), "from": start[table], "to": end[table],
+                      "indexes": sorted({relation_of(f["object"]) for f in tables[table]["files"]
+                                         if f["kind"] == "index"} - {table}),
                       "bytes": size, "predicted_s": size / bytes_per_s[(start[table], end[table])]})
     return steps
 
@@ -102,18 +104,31 @@ def _tablespaces(m: dict) -> dict[str, dict]:
     return found
 
 
+def _postgresql_wal(step: dict) -> str:
+    return (f"about {human_bytes(step['bytes'])} of WAL (every page copied is logged unless wal_level = minimal), which "
+            "each standby replays")
+
+
+def _postgresql_lock(name: str, kind: str, indexes: list[str], space: str) -> str:
+    """The lock a step's SET TABLESPACE takes, what waits for it, and the online alternative."""
+    if kind == "index":
+        return (f"ACCESS EXCLUSIVE on {name} while it is copied: reads and writes of its table wait (online instead: "
+                f"CREATE INDEX CONCURRENTLY a copy of it in TABLESPACE {space}, then DROP INDEX CONCURRENTLY {name})")
+    then = ", then on each of its indexes," if indexes else ""
+    return (f"ACCESS EXCLUSIVE on {name}{then} while it is copied: the table's reads and writes wait (online instead: "
+            f"pg_repack --no-order --tablespace={space}{' --moveidx' if indexes else ''} --table={name})")
+
+
 def _postgresql(m: dict, steps: list[dict], undo: list[dict]) -> dict:
     spaces = _tablespaces(m)
     for step in steps + undo:
         space = spaces[step["to"]]["name"]
-        step["lines"] = ([f"ALTER TABLE {_identifier(step['table'])} SET TABLESPACE {_identifier(space)};"]
+        kind = "INDEX" if step["kind"] == "index" else "TABLE"
+        step["lines"] = ([f"ALTER {kind} {_identifier(step['table'])} SET TABLESPACE {_identifier(space)};"]
                          + [f"ALTER INDEX {_identifier(index)} SET TABLESPACE {_identifier(space)};"
                             for index in step["indexes"]])
-        step["log"] = (f"about {human_bytes(step['bytes'])} of WAL (every page copied is logged unless wal_level = "
-                       "minimal), which each standby replays")
-        step["lock"] = (f"ACCESS EXCLUSIVE on {step['table']}, then on each of its indexes, while it is copied: the "
-                        f"table's reads and writes wait (online instead: pg_repack --no-order --tablespace={space} "
-                        f"--moveidx --table={step['table']})")
+        step["log"] = _postgresql_wal(step)
+        step["lock"] = _postgresql_lock(step["table"], step["kind"], step["indexes"], space)
     created = [f"SELECT format('CREATE TABLESPACE %I LOCATION %L', {_literal(ts['name'])}, {_literal(ts['location'])})"
                f" WHERE NOT EXISTS (SELECT FROM pg_tablespace WHERE spcname = {_literal(ts['name'])}) \\gexec"
                for _, ts in sorted(spaces.items())]
@@ -187,22 +202,17 @@ def _observed_postgresql(m: dict, steps: list[dict], undo: list[dict], fast_loca
         raise RunDirError("give --fast-location DIR: the directory on the fast device, on the database host, where the "
                           f"tablespace {OBSERVED_FAST_TABLESPACE} is made (empty, owned by postgres)")
     tables = m["layout"]["tables"]
-    kinds = {unit: next((f["kind"] for f in info["files"] if f["object"] == unit), "table") for unit, info in tables.items()}
     own = {unit: next(f for f in info["files"] if f.get("qualified")) for unit, info in tables.items()
            if any(f.get("qualified") for f in info["files"])}
     for step in steps + undo:
         database, schema, relation = own[step["table"]]["qualified"]
         space = OBSERVED_FAST_TABLESPACE if step["to"] == FAST else own[step["table"]]["tablespace"]
-        kind = "INDEX" if kinds[step["table"]] == "index" else "TABLE"
+        kind = "INDEX" if step["kind"] == "index" else "TABLE"
         step["database"] = database
         step["lines"] = [f"ALTER {kind} {_identifier(schema)}.{_identifier(relation)} SET TABLESPACE "
                          f"{_identifier(space)};"]
-        step["log"] = (f"about {human_bytes(step['bytes'])} of WAL (every page copied is logged unless wal_level = "
-                       "minimal), which each standby replays")
-        step["lock"] = (f"ACCESS EXCLUSIVE on {schema}.{relation} while it is copied: its reads and writes wait"
-                        + (f" (online instead: pg_repack --no-order --tablespace={space} --table={schema}.{relation})"
-                           if kind == "TABLE" else " (online instead: CREATE INDEX CONCURRENTLY ... TABLESPACE, then "
-                           "DROP INDEX CONCURRENTLY the old one)"))
+        step["log"] = _postgresql_wal(step)
+        step["lock"] = _postgresql_lock(f"{schema}.{relation}", step["kind"], [], space)
     created = [f"SELECT format('CREATE TABLESPACE %I LOCATION %L', {_literal(OBSERVED_FAST_TABLESPACE)}, "
                f"{_literal(fast_location)}) WHERE NOT EXISTS (SELECT FROM pg_tablespace WHERE spcname = "
                f"{_literal(OBSERVED_FAST_TABLESPACE)}) \\gexec"]
@@ -322,12 +332,13 @@ def _connected(steps: list[dict]) -> list[dict]:
 
 
 def migration_plan(m: dict, start: dict[str, str], end: dict[str, str],
-                   bytes_per_s: dict[tuple[str, str], float], fast_location: str | None = None) -> dict:
-    """How to move the tables of the run whose manifest is m from one placement to another ({table: tier role}) on
-    its engine: the method, where each tier's tables go, the steps (each with its lines, log and lock), those of
-    the undo, the downtime, and the two scripts' texts. An observed instance's units go to a fast tier it does not
-    have yet, at fast_location."""
-    tables = m["layout"]["tables"]
+                   bytes_per_s: dict[tuple[str, str], float], fast_location: str | None = None,
+                   units: dict | None = None) -> dict:
+    """How to move the units of the run whose manifest is m (its tables, or units as placement.objects splits them)
+    from one placement to another ({unit: tier role}) on its engine: the method, where each tier's units go, the steps
+    (each with its lines, log and lock), those of the undo, the downtime, and the two scripts' texts. An observed
+    instance's units go to a fast tier it does not have yet, at fast_location."""
+    tables = units or m["layout"]["tables"]
     steps, undo = migration_steps(tables, start, end, bytes_per_s), migration_steps(tables, end, start, bytes_per_s)
     family = ENGINES[m["engine"]["name"]].family
     observed = m["settings"].get("workload") == OBSERVED

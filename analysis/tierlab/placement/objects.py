@@ -1,5 +1,7 @@
-"""Placement at the grain of objects, for runs of many units (an observed instance's tables and indexes), where the
-2^n layouts recommend enumerates for a benchmark's few tables are far too many.
+"""Placement at the grain of objects, for runs of many units (an observed instance's tables and indexes, a workload
+directory's own schema), where the 2^n layouts recommend enumerates for a benchmark's few tables are far too many.
+On PostgreSQL a unit is a table (with its TOAST and maps) or an index, as ALTER TABLE and ALTER INDEX move them apart;
+on MySQL and MariaDB a table with its indexes, which live in its one file.
 
 Each unit's saving is what the fast tier would take off the traced steps if it alone moved there (each step's window
 replayed with that unit on the fast profile, the step's time scaled as recommend scales it), summed by weight. The
@@ -15,20 +17,62 @@ import numpy as np
 
 from ..catalog.layout import CAPACITY, FAST
 from ..devices import cost_model
+from ..errors import InputError
 from .predict import TracedQuery
 
 # the kinds of units a statement moves: a table (with what moves with it) or an index
 MOVABLE_KINDS = ("table", "index")
 NONE = "None"
+# a PostgreSQL relation's other forks, the free space and visibility maps: each moves with its relation
+FORK_SUFFIXES = (".fsm", ".vm")
+
+
+def relation_of(obj: str) -> str:
+    """The relation whose fork obj is (obj itself for a main fork)."""
+    return next((obj.removesuffix(suffix) for suffix in FORK_SUFFIXES if obj.endswith(suffix)), obj)
+
+
+def unit_kind(unit: str, info: dict) -> str:
+    """A unit's kind: that of its own file (the object named as the unit), else of its first file."""
+    own = [f["kind"] for f in info["files"] if f["object"] == unit] or [f["kind"] for f in info["files"]]
+    return own[0] if own else "table"
 
 
 def unit_kinds(tables: dict) -> dict[str, str]:
-    """Each unit's kind: that of its own file (the object named as the unit), else of its first file."""
-    kinds = {}
-    for unit, info in tables.items():
-        own = [f["kind"] for f in info["files"] if f["object"] == unit] or [f["kind"] for f in info["files"]]
-        kinds[unit] = own[0] if own else "table"
-    return kinds
+    return {unit: unit_kind(unit, info) for unit, info in tables.items()}
+
+
+def postgresql_units(tables: dict, tier_roles: dict[str, str]) -> dict[str, dict]:
+    """A PostgreSQL run's tables (its manifest's layout.tables) as the units statements move: each index with its
+    forks a unit of its own, named by the index; each table with its TOAST and maps. A unit's tier is the role of its
+    files' tier (tier_roles: tier name to role; its table's where the files do not name one), its bytes theirs."""
+    units: dict[str, dict] = {}
+    for table, info in tables.items():
+        for f in info["files"]:
+            unit = relation_of(f["object"]) if f["kind"] == "index" else table
+            found = units.setdefault(unit, {"tier": tier_roles.get(f.get("tier"), info["tier"]), "files": []})
+            found["files"].append(f)
+        if not info["files"]:
+            units[table] = {**info, "files": []}
+    for info in units.values():
+        files = info["files"]
+        if files:
+            info["size_bytes"] = sum(f["size_bytes"] for f in files) if all(f.get("size_bytes") is not None
+                                                                            for f in files) else None
+            info["stored_bytes"] = sum(f.get("stored_bytes") or 0 for f in files)
+    return units
+
+
+def parse_placement(text: str, units: dict) -> frozenset:
+    """--from-layout for runs placed by object: the units on the fast tier, joined by +, or None."""
+    if text == NONE:
+        return frozenset()
+    named = text.split("+")
+    unknown = [u for u in named if u not in units]
+    if unknown:
+        raise InputError(f"--from-layout {text!r}: {unknown[0]!r} is not a unit of these runs; give units joined by + "
+                         f"(or {NONE}) from: {', '.join(sorted(units))}")
+    return frozenset(named)
 
 
 def placement_name(fast: frozenset) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..catalog.engines import ENGINES
 from ..catalog.layout import CAPACITY, FAST, parse_layout
 from ..catalog.workloads import workload_of
 from ..devices import cost_model, profiles
@@ -36,11 +37,13 @@ ASSUMPTIONS = [
 
 
 def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataFrame, cache: pd.DataFrame,
-            best: dict, moved: dict, capacity_bytes: int, traced_layout: str, from_layout: str) -> dict:
-    """recommend's answer: the layout, its evidence (runs, queries, predicted and traced times), the curves."""
+            best: dict, moved: dict, capacity_bytes: int, traced_layout: str, from_layout: str,
+            steps: str = "queries") -> dict:
+    """recommend's answer: the layout, its evidence (runs, their traced steps: queries or an observation's intervals,
+    predicted and traced times), the curves."""
     traced = predicted[predicted["layout"] == traced_layout]["predicted_s"].iloc[0]
     (at,) = cache[cache["capacity_bytes"] == capacity_bytes].to_dict("records")
-    return {
+    return {"steps": steps,
         "fast_capacity_bytes": capacity_bytes,
         "layout": best["layout"], "fast_bytes": int(predicted.loc[predicted["layout"] == best["layout"], "fast_bytes"].iloc[0]),
         "predicted_s": best["predicted_s"],
@@ -73,7 +76,7 @@ def format_summary(result: dict) -> str:
         f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
         *_migration_lines(result["migration"]["plan"]),
         *_object_lines(result.get("objects", [])),
-        f"Evidence: {len(result['evidence'])} traced {'intervals' if 'objects' in result else 'queries'} of run(s) "
+        f"Evidence: {len(result['evidence'])} traced {result['steps']} of run(s) "
         f"{', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<{width}} {'predicted_s':>11}",
     ]
@@ -88,7 +91,7 @@ def format_summary(result: dict) -> str:
 
 
 def _object_lines(units: list[dict]) -> list[str]:
-    """An observed instance's units that save most on the fast tier, per GiB, and those no statement moves."""
+    """The units placed by object that save most on the fast tier, per GiB, and those no statement moves."""
     if not units:
         return []
     shown = [u for u in units if u["movable"] and u["saving_s"] > 0][:OBJECTS_SHOWN]
@@ -141,14 +144,15 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
               from_layout: str | None = None, progress=None, fast_location: str | None = None) -> tuple[dict, dict]:
     """The answer for a fast tier of capacity_bytes from the traced queries of run_dirs (summary's), and its tables:
     layouts (every layout predicted), capacity_curve, cache_curve. progress(done, total, label) before each query.
-    Runs of an observed instance are placed at the grain of their objects (placement.objects); fast_location is
-    where their migration makes the fast tier's tablespace or directory."""
+    Runs of an observed instance or of a workload directory are placed at the grain of their objects
+    (placement.objects); fast_location is where an observed instance's migration makes the fast tier's tablespace or
+    directory."""
     give_back_freed_memory()
     show = progress or (lambda done, total, label: None)
     runs = traced_runs(run_dirs)
     first = runs[0][1]
-    # what a table takes on a tier is what it stores there (manifests written before stored bytes have sizes)
-    table_bytes = {t: int(v.get("stored_bytes", v["size_bytes"])) for t, v in first["layout"]["tables"].items()}
+    observed = first["settings"]["workload"] == OBSERVED
+    workload = None if observed else workload_of(first["settings"])
     traced = [(run_dir, m, row) for run_dir, m in runs
               for row in read_table(run_dir, "queries").query("status == 'ok' and trace_complete.notna()",
                                                               engine="python").to_dict("records")]
@@ -156,7 +160,7 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise RunDirError(f"query {repeated[0]} was traced in more than one of these runs (or tries); give each query once")
-    declared = {} if first["settings"]["workload"] == OBSERVED else workload_of(first["settings"]).weights
+    declared = {} if observed else workload.weights
     weights = parse_weights(weights_text, names, declared)
     traced = [t for t in traced if weights.get(t[2]["query"], 0) > 0]
     page_bytes = {run_dir: int(read_table(run_dir, "parameters")["page_size_bytes"][0]) for run_dir, _ in runs}
@@ -167,10 +171,11 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
         rates = {(src, dst): profiles.copy_bytes_per_s(profiles.load(profile_files[src]),
                                                        profiles.load(profile_files[dst])) / run_dilation
                  for src in (FAST, CAPACITY) for dst in (FAST, CAPACITY) if src != dst}
-        if first["settings"]["workload"] == OBSERVED:
-            return _recommend_objects(runs, traced, weights, table_bytes, capacity_bytes, profile_files, page_bytes,
-                                      rates, show, fast_location)
-        workload = workload_of(first["settings"])
+        if observed or workload.directory:
+            return _recommend_objects(runs, traced, weights, capacity_bytes, profile_files, page_bytes, rates, show,
+                                      from_layout, fast_location)
+        # what a table takes on a tier is what it stores there (manifests written before stored bytes have sizes)
+        table_bytes = {t: int(v.get("stored_bytes", v["size_bytes"])) for t, v in first["layout"]["tables"].items()}
         from_layout = from_layout or first["layout"]["name"]
         start = parse_layout(from_layout, workload)
         queries = []
@@ -200,23 +205,37 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
     return result, {"layouts": predicted, "capacity_curve": curve, "cache_curve": cache}
 
 
-def _recommend_objects(runs, traced, weights, unit_bytes, capacity_bytes, profile_files, page_bytes, rates, show,
+def _units(m: dict) -> dict:
+    """The units a run is placed by: a PostgreSQL run of tierlab's own split into its tables and indexes; an observed
+    instance's, and a table with its indexes on MySQL and MariaDB, as its manifest lists them."""
+    tables = m["layout"]["tables"]
+    if m["settings"]["workload"] == OBSERVED or ENGINES[m["engine"]["name"]].family != "postgresql":
+        return tables
+    return objects.postgresql_units(tables, {t["name"]: t["role"] for t in m["tiers"]})
+
+
+def _recommend_objects(runs, traced, weights, capacity_bytes, profile_files, page_bytes, rates, show, from_layout,
                        fast_location) -> tuple[dict, dict]:
-    """recommend for runs of an observed instance: its units ranked by saving per byte, the fast tier filled in that
-    order (placement.objects), every placement replayed whole, the cache beside it; and the units no statement
-    moves, with the I/O time they took."""
+    """recommend at the grain of objects: the units ranked by saving per byte, the fast tier filled in that order
+    (placement.objects), every placement replayed whole, the cache beside it; and the units no statement moves, with
+    the I/O time they took. The migration starts from the traced placement, or from_layout's units."""
     first = runs[0][1]
-    tables = first["layout"]["tables"]
+    observed = first["settings"]["workload"] == OBSERVED
+    tables = _units(first)
+    unit_bytes = {u: int(v.get("stored_bytes", v["size_bytes"])) for u, v in tables.items()}
     kinds = objects.unit_kinds(tables)
     movable = {unit for unit, kind in kinds.items() if kind in objects.MOVABLE_KINDS}
     nothing_fast = dict.fromkeys(tables, CAPACITY)
+    traced_fast = frozenset(u for u, info in tables.items() if info["tier"] == FAST)
+    start_fast = objects.parse_placement(from_layout, tables) if from_layout else traced_fast
     queries = []
     for number, (run_dir, m, row) in enumerate(traced, 1):
         show(number, len(traced), f"{row['query']} to cost each object on the fast tier")
-        requests = window(run_dir, m, row)
-        costs = objects.window_costs(requests, profile_files, objects.singles(requests, movable))
+        requests = window(run_dir, m, row, tables)
+        costs = objects.window_costs(requests, profile_files, [traced_fast, *objects.singles(requests, movable)])
         queries.append(TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
-                                   0.0 if pd.isna(row["io_time_s"]) else row["io_time_s"], nothing_fast, costs))
+                                   0.0 if pd.isna(row["io_time_s"]) else row["io_time_s"],
+                                   {**nothing_fast, **dict.fromkeys(traced_fast, FAST)}, costs))
     saving = objects.savings_s(queries, sorted(tables), sorted(movable))
     order = objects.ranking(saving, unit_bytes)
     placements = objects.candidates(order, unit_bytes, [capacity_bytes])
@@ -224,10 +243,10 @@ def _recommend_objects(runs, traced, weights, unit_bytes, capacity_bytes, profil
     caches = []
     for number, (query, (run_dir, m, row)) in enumerate(zip(queries, traced, strict=True), 1):
         show(number, len(traced), f"{row['query']} to cost the placements and caches")
-        requests = window(run_dir, m, row)
-        query.costs_us.update(objects.window_costs(requests, profile_files, placements))
+        requests = window(run_dir, m, row, tables)
+        query.costs_us.update(objects.window_costs(requests, profile_files, [start_fast, *placements]))
         caches.append(cost_model.cache_costs(requests, profile_files, page_bytes[run_dir], capacities))
-    by_name = {objects.placement_name(p): p for p in [frozenset(), *placements]}
+    by_name = {objects.placement_name(p): p for p in [frozenset(), traced_fast, start_fast, *placements]}
     predicted = pd.DataFrame({
         "layout": list(by_name),
         "fast_bytes": [sum(unit_bytes[u] for u in p) for p in by_name.values()],
@@ -236,13 +255,15 @@ def _recommend_objects(runs, traced, weights, unit_bytes, capacity_bytes, profil
     curve = capacity_curve(predicted)
     cache = cache_curve(queries, caches, curve)
     best = best_at(curve, capacity_bytes)
+    start = {**nothing_fast, **dict.fromkeys(start_fast, FAST)}
     end = {**nothing_fast, **dict.fromkeys(by_name[best["layout"]], FAST)}
-    moved = _moved(migration_steps(tables, nothing_fast, end, rates))
+    moved = _moved(migration_steps(tables, start, end, rates))
     try:
-        moved["plan"] = migration_plan(first, nothing_fast, end, rates, fast_location)
+        moved["plan"] = migration_plan(first, start, end, rates, fast_location, tables)
     except RunDirError as error:
         moved["plan"] = {"unavailable": str(error)}
-    result = summary(queries, predicted, curve, cache, best, moved, capacity_bytes, objects.NONE, objects.NONE)
+    result = summary(queries, predicted, curve, cache, best, moved, capacity_bytes, objects.placement_name(traced_fast),
+                     objects.placement_name(start_fast), "intervals" if observed else "queries")
     io_time = _unit_io_time(runs, tables)
     result["objects"] = [{"unit": unit, "kind": kinds[unit], "bytes": unit_bytes[unit], "io_time_s": io_time.get(unit, 0.0),
                           "saving_s": saving.get(unit, 0.0),

@@ -49,10 +49,11 @@ def traced_runs(run_dirs: list[str]) -> list[tuple[Path, dict]]:
     return runs
 
 
-def window(run_dir: Path, m: dict, row: dict) -> cost_model.Window:
-    """A traced query's requests as the cost model takes them, each object named by its table (`other` for
-    none), with the tiers' roles and the run's dilation."""
-    object_table = {f["object"]: t for t, v in m["layout"]["tables"].items() for f in v["files"]}
+def window(run_dir: Path, m: dict, row: dict, units: dict | None = None) -> cost_model.Window:
+    """A traced query's requests as the cost model takes them, each object named by its table (or by its unit, where
+    units split the tables as placement.objects does; `other` for none), with the tiers' roles and the run's
+    dilation."""
+    object_table = {f["object"]: t for t, v in (units or m["layout"]["tables"]).items() for f in v["files"]}
 
     def by_table(requests: pd.DataFrame) -> pd.DataFrame:
         # each object (and a request of none) named by its table, as categories: a chunk has a million requests

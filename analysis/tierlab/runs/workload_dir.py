@@ -157,9 +157,17 @@ def _dumps(where: str, directory: Path, value: dict, tables: list[str]) -> tuple
     if not files:
         raise InputError(f"{where}: data dump: {dumps} has no {' or '.join(f'{d}.sql' for d in DIALECTS)}; write "
                          "mysqldump --no-create-info's or pg_dump --data-only's output there")
+    for name in files.values():
+        with open(dumps / name, "rb") as dump:
+            if dump.read(len(PG_DUMP_ARCHIVE)) == PG_DUMP_ARCHIVE:
+                raise InputError(f"{where}: data dump: {dumps / name} is a pg_dump archive (-Fc), not SQL; tierlab "
+                                 f"loads plain SQL with psql: pg_restore --data-only -f {dumps / name}.plain "
+                                 f"{dumps / name} && mv {dumps / name}.plain {dumps / name}")
     return "sql_dump", str(dumps), files, {}, _dump_bytes(dumps / next(iter(files.values())), tables)
 
 
+# how pg_dump's archive formats (custom, directory's toc.dat, tar's) begin
+PG_DUMP_ARCHIVE = b"PGDMP"
 # where a dump's rows of a table start: mysqldump's INSERT INTO `t`, pg_dump's COPY public.t (...) FROM stdin or
 # INSERT INTO public.t (its --inserts)
 DUMPED_TABLE = re.compile(r'^(?:INSERT INTO|COPY)\s+(?:[`"]?\w+[`"]?\.)?[`"]?(\w+)[`"]?[\s(]')
