@@ -388,7 +388,8 @@ def _device_commands(sub) -> None:
     p.add_argument("-i", "--inventory", metavar="INVENTORY",
                    help="the inventory whose host's tiers and tierlab_root to check for (default: ansible.cfg's, "
                         "this host)")
-    p.add_argument("--host", help="that host (default: the inventory's first); the probe runs on this host")
+    p.add_argument("--host", help="that host (default: the inventory's first); probed where it is: locally, or over "
+                                   "Ansible (playbooks/doctor.yml)")
     p.add_argument("--root", help="the tierlab root (default: the host's tierlab_root, /var/lib/tierlab)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_doctor)

@@ -176,7 +176,7 @@ def two_hosts(tmp_path_factory):
         record = json.loads((study_dir / "study.json").read_text())
         runs = {point["variables"]["engine"]: study_dir / point["run_id"] for point in record["points"]}
         yield {"cut_said": cut_said, "cut_code": child.returncode, "sessions_cut": sessions, "after_cut": after_cut,
-               "said": resumed.stdout, "dir": study_dir, "record": record, "runs": runs}
+               "said": resumed.stdout, "dir": study_dir, "record": record, "runs": runs, "inventory": inventory}
     finally:
         try:
             if hosts.sshd:

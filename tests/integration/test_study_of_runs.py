@@ -152,3 +152,13 @@ def test_resume_finishes_the_cut_point_in_its_own_run_on_its_host_and_leaves_the
     assert (manifest["status"], manifest["attempts"][-1]["status"]) == ("ok", "ok")
     rows = [json.loads(line) for line in (run_dir / "raw" / "queries.jsonl").read_text().splitlines()]
     assert [(row["query"], row["status"]) for row in rows] == [("q01", "ok"), ("q06", "ok"), ("q14", "ok")]
+
+
+@pytest.mark.postgresql
+def test_doctor_probes_an_inventory_host_over_ssh_as_its_become_user_under_that_host_s_root(two_hosts):
+    done = cli("doctor", "-i", str(two_hosts["inventory"]), "--host", "node-a", "-e", "engine=postgresql", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert (report["inventory_host"], report["probe"]["root"]) == ("node-a", "/var/lib/tierlab-node-a")
+    assert report["probe"]["uid"] == 0
+    assert {item["name"]: item["verdict"] for item in report["items"]}["engine package"] == "ok"

@@ -10,6 +10,7 @@ the fix. What a run does not need is left out.
 import json
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..catalog.values import parse_bytes
 from ..catalog.variables import BY_NAME, group
 from ..checkout import require_checkout
 from ..errors import HostCheckError, InputError
-from .inventory import host_variables
+from .inventory import ANSIBLE_ENV, ANSIBLE_PLAYBOOK, PROJECT, host_variables
 from .settings import (
     buffer_pool_bytes,
     estimated_generated_bytes,
@@ -354,9 +355,27 @@ def run_probe(arguments: list[str], root: Path) -> dict:
     return json.loads(done.stdout)
 
 
+def run_remote_probe(arguments: list[str], root: Path, inventory: Path | None, host: str) -> dict:
+    """The host agent's probe on an inventory host, reached as the playbooks reach it: playbooks/doctor.yml installs
+    the agent under its root, runs the probe there and brings its answer back."""
+    with tempfile.TemporaryDirectory() as scratch:
+        answer = Path(scratch) / "probe.json"
+        variables = {"doctor_arguments": arguments, "doctor_answer": str(answer), "tierlab_root": str(root)}
+        command = [str(ANSIBLE_PLAYBOOK), *(["-i", str(inventory)] if inventory else []), "--limit", host,
+                   "playbooks/doctor.yml", "-e", json.dumps(variables)]
+        done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **ANSIBLE_ENV})
+        if done.returncode != 0 or not answer.exists():
+            said = [line for line in done.stdout.splitlines() if line.startswith(("fatal:", "failed:"))]
+            through = inventory or "ansible.cfg's inventory"
+            raise HostCheckError(f"the probe of {host} through {through} failed: "
+                                 f"{' '.join(said) or done.stderr.strip() or done.returncode}")
+        return json.loads(answer.read_text())
+
+
 def doctor(assignments: list[str], inventory: Path | None, host: str | None, root: str | None) -> dict:
-    """Probe this host for a run with these -e values on the tiers of an inventory host (its first by default), and
-    judge it."""
+    """Probe an inventory host (its first by default) for a run with these -e values on its tiers, and judge it: this
+    host directly where the inventory reaches it locally (ansible_connection local), another over Ansible."""
     values = _values(assignments)
     hosts = host_variables(inventory)
     name = host or next(iter(hosts))
@@ -372,7 +391,11 @@ def doctor(assignments: list[str], inventory: Path | None, host: str | None, roo
                         {tier["role"]: tier["emulation"] for tier in tiers})
     root_dir = Path(root or variables.get("tierlab_root") or DEFAULT_ROOT)
     started = time.monotonic()
-    probe = run_probe(probe_arguments(settings, tiers, root_dir), root_dir)
+    arguments = probe_arguments(settings, tiers, root_dir)
+    if variables.get("ansible_connection") == "local":
+        probe = run_probe(arguments, root_dir)
+    else:
+        probe = run_remote_probe(arguments, root_dir, inventory, name)
     return {"inventory_host": name, "settings": settings, "tiers": tiers, "probe": probe,
             "probe_s": time.monotonic() - started, "items": [asdict(item) for item in judge(probe, settings, tiers)]}
 

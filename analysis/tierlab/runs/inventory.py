@@ -12,6 +12,7 @@ from ..checkout import PROJECT
 from ..errors import InputError
 
 ANSIBLE_INVENTORY = Path(sys.executable).with_name("ansible-inventory")
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 ANSIBLE_ENV = {"ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 
 

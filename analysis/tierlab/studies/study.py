@@ -42,11 +42,10 @@ from ..catalog.variables import BY_NAME, RUN_VARIABLES
 from ..catalog.workloads import WORKLOAD_DIR, WORKLOADS, playbook
 from ..checkout import PROJECT, require_checkout
 from ..errors import InputError, RunDirError
-from ..runs.inventory import ANSIBLE_ENV, inventory_hosts
+from ..runs.inventory import ANSIBLE_ENV, ANSIBLE_PLAYBOOK, inventory_hosts
 from ..runs.manifest import read_run_config
 from ..runs.settings import default_text, validate
 
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SCHEMA_VERSION = 1
