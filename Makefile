@@ -20,7 +20,7 @@ TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-confi
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup tpch tiers teardown e5 test test-long unit integration lint
+.PHONY: setup tpch tiers teardown e5 test test-long test-guest unit integration lint
 
 setup: $(STAMP) $(MODEL_LIBRARY)
 
@@ -63,6 +63,14 @@ integration: setup $(VENV)/.test-deps
 # closing an issue that touches what they cover
 test-long: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q -rs -m long tests/integration
+
+# the host agent on a host that boots with cgroup v2 only, under systemd: a Debian 12 guest in qemu (tests/guest).
+# The first run makes the guest's image with debootstrap (minutes), kept in /var/cache/tierlab-guest
+GUEST_APT_PACKAGES := qemu-system-x86 debootstrap
+test-guest: setup
+	if ! dpkg -s $(GUEST_APT_PACKAGES) >/dev/null 2>&1; then \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(GUEST_APT_PACKAGES); fi
+	$(BIN)/pytest -q tests/guest
 
 # where no policy-rc.d says otherwise, one that starts no service is in place while the packages install, so that
 # installing openssh-server does not start the host's sshd; it is removed again
