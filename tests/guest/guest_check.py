@@ -20,12 +20,15 @@ READ_BPS = 16 * MIB
 READ_BYTES = 64 * MIB
 MEMORY_MAX = 64 * MIB
 FILE_BYTES = 256 * MIB
+# the guest emulates its CPU: generous
+COMMAND_TIMEOUT_S = 300
 
 
 def timed_read(argv: list[str], groups: list[Path]) -> float:
     """Seconds argv takes, run in the given groups (none: where this process is)."""
     started = time.monotonic()
-    subprocess.run(argv, check=True, preexec_fn=(lambda: cgroups.join(os.getpid(), groups)) if groups else None)
+    subprocess.run(argv, check=True, timeout=COMMAND_TIMEOUT_S,
+                   preexec_fn=(lambda: cgroups.join(os.getpid(), groups)) if groups else None)
     return time.monotonic() - started
 
 
@@ -48,7 +51,7 @@ def main() -> None:
     found["throttled_read_s"] = timed_read(read, groups)
     big = Path(spec["path"]) / "big"
     subprocess.run(["dd", "if=/dev/zero", f"of={big}", "bs=1M", f"count={FILE_BYTES // MIB}", "conv=fsync",
-                    "status=none"], check=True)
+                    "status=none"], check=True, timeout=COMMAND_TIMEOUT_S)
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
     timed_read(["dd", f"if={big}", "of=/dev/null", "bs=1M", "status=none"], groups)
     stat = dict(line.split() for line in (groups[0] / "memory.stat").read_text().splitlines())
@@ -59,7 +62,8 @@ def main() -> None:
     found["teardown"] = teardown.down()
     found["left"] = {str(g): g.is_dir() for g in [*groups, groups[0].parent]}
     found["unit_after"] = subprocess.run(["systemctl", "show", "--property=ActiveState", "--value",
-                                          cgroups.systemd_unit()], capture_output=True, text=True).stdout.strip()
+                                          cgroups.systemd_unit()], capture_output=True, text=True,
+                                         timeout=COMMAND_TIMEOUT_S).stdout.strip()
     found["record_after"] = record.entries()
     print(json.dumps(found))
 

@@ -79,4 +79,7 @@ def test_a_window_longer_than_the_ring_buffer_holds_loses_no_request(nand, tmp_p
     # dd's own: the file system on the device may read one of the same blocks meanwhile
     requests = window.requests
     ours = requests[(requests["process"] == "dd") & (requests["size_sectors"] == 8) & requests["sector"].isin(read)]
-    assert set(ours["sector"]) == read and len(ours) == 60000
+    assert set(ours["sector"]) == read
+    # a page drained twice would repeat its hundreds of requests; the block layer may requeue a request and issue it
+    # again (seen once: 60,001)
+    assert 60000 <= len(ours) <= 60000 + 6
