@@ -79,7 +79,9 @@ def _postgresql_check(database: str | None, names: list[str]) -> list[str]:
     listed = ", ".join(_literal(name) for name in names)
     return ([f"\\connect {_identifier(database)}"] if database else []) + [
         "DO $$ DECLARE gone text; BEGIN",
-        f"  SELECT string_agg(name, ', ') INTO gone FROM unnest(ARRAY[{listed}]) AS name WHERE to_regclass(name) IS NULL;",
+        # typed: a plan that moves nothing names none, and PostgreSQL cannot type an empty ARRAY[]
+        f"  SELECT string_agg(name, ', ') INTO gone FROM unnest(ARRAY[{listed}]::text[]) AS name "
+        "WHERE to_regclass(name) IS NULL;",
         f"  IF gone IS NOT NULL THEN RAISE EXCEPTION {_literal(GONE.format('%'))}, gone; END IF;",
         "END $$;"]
 
