@@ -38,12 +38,12 @@ ASSUMPTIONS = [
 
 def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataFrame, cache: pd.DataFrame,
             best: dict, moved: dict, capacity_bytes: int, traced_layout: str, from_layout: str,
-            steps: str = "queries") -> dict:
-    """recommend's answer: the layout, its evidence (runs, their traced steps: queries or an observation's intervals,
-    predicted and traced times), the curves."""
+            evidence_kind: str = "queries") -> dict:
+    """recommend's answer: the layout, its evidence (runs, their traced steps: queries, or an observation's
+    intervals, as evidence_kind says; predicted and traced times), the curves."""
     traced = predicted[predicted["layout"] == traced_layout]["predicted_s"].iloc[0]
     (at,) = cache[cache["capacity_bytes"] == capacity_bytes].to_dict("records")
-    return {"steps": steps,
+    return {
         "fast_capacity_bytes": capacity_bytes,
         "layout": best["layout"], "fast_bytes": int(predicted.loc[predicted["layout"] == best["layout"], "fast_bytes"].iloc[0]),
         "predicted_s": best["predicted_s"],
@@ -52,6 +52,7 @@ def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataF
         "verdict": at["verdict"], "cache_predicted_s": at["admitting_predicted_s"],
         "cache_hit_pct": at["admitting_hit_pct"], "lru_predicted_s": at["lru_predicted_s"],
         "migration": {"from_layout": from_layout, **moved},
+        "evidence_kind": evidence_kind,
         "evidence": [{"run_id": q.run_id, "query": q.query, "weight": q.weight, "elapsed_s": q.elapsed_s,
                       "io_s": q.io_s} for q in queries],
         "capacity_curve": curve.to_dict("records"),
@@ -76,7 +77,7 @@ def format_summary(result: dict) -> str:
         f"({human_bytes(result['migration']['bytes'])}, about {result['migration']['predicted_s']:.1f} s).",
         *_migration_lines(result["migration"]["plan"]),
         *_object_lines(result.get("objects", [])),
-        f"Evidence: {len(result['evidence'])} traced {result['steps']} of run(s) "
+        f"Evidence: {len(result['evidence'])} traced {result['evidence_kind']} of run(s) "
         f"{', '.join(runs)}.",
         "", f"{'capacity':>12}  {'best layout':<{width}} {'predicted_s':>11}",
     ]

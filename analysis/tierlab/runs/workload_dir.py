@@ -166,7 +166,7 @@ def _dumps(where: str, directory: Path, value: dict, tables: list[str]) -> tuple
     return "sql_dump", str(dumps), files, {}, _dump_bytes(dumps / next(iter(files.values())), tables)
 
 
-# how pg_dump's archive formats (custom, directory's toc.dat, tar's) begin
+# how pg_dump's custom-format archive (-Fc) begins
 PG_DUMP_ARCHIVE = b"PGDMP"
 # where a dump's rows of a table start: mysqldump's INSERT INTO `t`, pg_dump's COPY public.t (...) FROM stdin or
 # INSERT INTO public.t (its --inserts)
