@@ -18,6 +18,32 @@ def test_the_plan_lists_the_tries_without_a_row_in_order_and_starts_a_fresh_prog
     assert (raw / "run.log").read_text() == ""
 
 
+def rows_written(tmp_path, rows: list[tuple[str, int, str]]) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "queries.jsonl").write_text("".join(json.dumps({"query": query, "try": attempt, "status": status}) + "\n"
+                                               for query, attempt, status in rows))
+
+
+def test_a_resume_that_retries_failed_tries_adds_a_new_try_per_error_numbered_on_from_the_query_s_last(tmp_path):
+    rows_written(tmp_path, [("q01", 1, "ok"), ("q09", 1, "error"), ("q09", 2, "ok"), ("q15", 1, "timeout"),
+                            ("q17", 1, "error"), ("q17", 2, "error")])
+    spec = {"run_dir": str(tmp_path), "queries": ["q01", "q09", "q15", "q17", "q18"], "tries": 2, "retry_failed": True}
+    # q15's timeout is a measurement, not retried; q18's two tries have no row yet
+    assert plan(spec)["pending"] == ["q01_try2", "q15_try2", "q18_try1", "q18_try2", "q09_try3", "q17_try3",
+                                     "q17_try4"]
+
+
+def test_a_retried_try_that_ended_ok_is_not_retried_again(tmp_path):
+    rows_written(tmp_path, [("q09", 1, "error"), ("q09", 2, "ok")])
+    assert plan({"run_dir": str(tmp_path), "queries": ["q09"], "tries": 1, "retry_failed": True})["pending"] == []
+
+
+def test_without_retry_failed_a_failed_try_keeps_its_row_and_is_not_run_again(tmp_path):
+    rows_written(tmp_path, [("q09", 1, "error")])
+    assert plan({"run_dir": str(tmp_path), "queries": ["q09"], "tries": 1})["pending"] == []
+
+
 def test_a_second_query_loop_on_the_same_run_is_refused(tmp_path):
     first = _lock(tmp_path)
     try:

@@ -431,3 +431,11 @@ def test_a_run_of_an_earlier_tierlab_ran_with_the_variables_added_since_left_uns
     assert resume_conflicts(before_fast_cache, {**MAKE_TPCH, "layout": "None"}) == {}
     assert resume_conflicts(before_fast_cache, {**MAKE_TPCH, "layout": "None", "fast_cache": "64M"}) == {
         "fast_cache": ("none", "64M")}
+
+
+def test_retrying_failed_tries_is_for_a_run_being_resumed():
+    with pytest.raises(InputError, match=r"^retry_failed=true retries the failed tries of a run being resumed: give "
+                                         r"resume=RUN_ID too$"):
+        settings(retry_failed="true")
+    resumed = settings(retry_failed="yes", resume="20261125T141345Z_mariadb_tpch-sf0.1_C+O")
+    assert (resumed["retry_failed"], settings()["retry_failed"]) == (True, False)

@@ -39,9 +39,21 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def _pending(spec: dict, done: set[tuple[str, int]]) -> list[tuple[str, int]]:
-    return [(query, attempt) for query in spec["queries"] for attempt in range(1, spec["tries"] + 1)
-            if (query, attempt) not in done]
+def _pending(spec: dict, rows: list[dict]) -> list[tuple[str, int]]:
+    """The tries that have no row; and with retry_failed, for each query some of whose tries ended in an error (the
+    server died under it, its client failed), as many new tries as it lacks of tries that ended otherwise, numbered
+    on from its last."""
+    done = {(row["query"], row["try"]) for row in rows}
+    pending = [(query, attempt) for query in spec["queries"] for attempt in range(1, spec["tries"] + 1)
+               if (query, attempt) not in done]
+    if spec.get("retry_failed"):
+        for query in spec["queries"]:
+            mine = [row for row in rows if row["query"] == query]
+            lacking = (spec["tries"] - sum(row["status"] != "error" for row in mine)
+                       - sum(waiting == query for waiting, _ in pending))
+            last = max([spec["tries"], *(row["try"] for row in mine)])
+            pending += [(query, last + n) for n in range(1, lacking + 1)]
+    return pending
 
 
 def plan(spec: dict) -> dict:
@@ -50,7 +62,7 @@ def plan(spec: dict) -> dict:
     raw.mkdir(parents=True, exist_ok=True)
     (raw / PROGRESS_LOG).write_text("")
     return {"changed": False, "pending": [f"{query}_try{attempt}" for query, attempt in
-                                          _pending(spec, _done_tries(raw / "queries.jsonl"))]}
+                                          _pending(spec, _rows(raw / "queries.jsonl"))]}
 
 
 def _progress(raw: Path, line: str) -> None:
@@ -70,15 +82,14 @@ def _lock(raw: Path):
     return lock
 
 
-def _done_tries(rows_file: Path) -> set[tuple[str, int]]:
+def _rows(rows_file: Path) -> list[dict]:
     if not rows_file.exists():
-        return set()
-    done = set()
-    for line in rows_file.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            done.add((row["query"], row["try"]))
-    return done
+        return []
+    return [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+
+
+def _done_tries(rows_file: Path) -> set[tuple[str, int]]:
+    return {(row["query"], row["try"]) for row in _rows(rows_file)}
 
 
 def _append(path: Path, row: dict) -> None:
@@ -389,7 +400,7 @@ def run_queries(spec: dict) -> dict:
 
 def _run_locked(spec: dict, raw: Path) -> dict:
     rows_file = raw / "queries.jsonl"
-    done = _done_tries(rows_file)
+    rows = _rows(rows_file)
 
     db = engine(spec["engine"])
     emulator.require_running()
@@ -418,7 +429,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             # what this run asks for, whatever a run that was killed left
             emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}"
                            if cached else "off")
-        for query, attempt in _pending(spec, done):
+        for query, attempt in _pending(spec, rows):
             STOP.check()
             current = step(spec, query, key_starts)
             label = f"{query}_try{attempt}"

@@ -232,6 +232,10 @@ VARIABLES = (
     Variable("resume", RunId(), "",
              "a run id to continue: runs the queries that have no row yet. Give the same variables again.",
              group="results"),
+    Variable("retry_failed", Bool(), "false",
+             "with `resume`: each query some of whose tries ended in an error (`status` error: the server died under "
+             "it, its client failed; not a timeout) runs again, as new tries numbered on from its last, until as "
+             "many of its tries as `tries` ended otherwise. The failed rows are kept.", group="results"),
     Variable("results_dir", Text(), "results",
              "where run directories are written, on the controller (`results` is the checkout's).", group="results"),
 )

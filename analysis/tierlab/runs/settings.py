@@ -106,6 +106,9 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
         settings["flush_method"] = _buffered_flush_method(values.get("flush_method"), settings["compression"])
     settings.update(_fast_cache(settings, None if fast_tier_bytes is None else int(fast_tier_bytes), tier_emulations))
     settings["resume"] = BY_NAME["resume"].kind.parse("resume", values.get("resume") or "")
+    settings["retry_failed"] = BY_NAME["retry_failed"].kind.parse("retry_failed", values.get("retry_failed") or "false")
+    if settings["retry_failed"] and not settings["resume"]:
+        raise InputError("retry_failed=true retries the failed tries of a run being resumed: give resume=RUN_ID too")
     # per query, the driving dimension's table and key whose ranges split it, when it is split
     settings["subquery_keys"] = ({query: list(workload.partition_keys[query]) for query in settings["queries"]}
                                  if (settings["subqueries"] or 1) > 1 else {})

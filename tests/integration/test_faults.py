@@ -1,0 +1,95 @@
+"""A fault during a run: the database server killed with SIGKILL in the middle of a query. The try gets an error row,
+the server is started again and the next query runs; the run ends with its rows, the failed one named; and `resume`
+with retry_failed=true runs the failed query again as a new try, the failed row kept."""
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from answers import read_answer
+from lab import TEST_ROOT, read_csv
+
+pytestmark = pytest.mark.mariadb
+
+# a query that waits long enough to be killed in, and one after it
+QUERIES = {"slow": "SELECT SLEEP(8), COUNT(*) FROM t;\n", "quick": "SELECT COUNT(*), SUM(v) FROM t;\n"}
+ROWS = 1000
+KILL_WAIT_S = 600
+
+
+def stall_workload(directory: Path) -> Path:
+    """A workload directory of one small table and the two queries."""
+    (directory / "queries").mkdir(parents=True)
+    (directory / "data").mkdir()
+    (directory / "workload.yml").write_text("name: stall\ntables: [t]\ndata: {files: data}\nqueries: [slow, quick]\n")
+    (directory / "schema.sql").write_text("CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL);\n")
+    (directory / "data" / "t.csv").write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(1, ROWS + 1)))
+    for query, sql in QUERIES.items():
+        (directory / "queries" / f"{query}.sql").write_text(sql)
+    return directory
+
+
+def kill_the_server_in(label: str, killed: dict) -> None:
+    """Once the query loop has started the try's client (its output file is there), the server that serves it is
+    killed with SIGKILL, found by the root's own record of the processes tierlab started."""
+    deadline = time.monotonic() + KILL_WAIT_S
+    while not list(Path(TEST_ROOT, "runs").glob(f"*/raw/output/{label}.tsv")):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+    time.sleep(1)
+    record = json.loads(Path(TEST_ROOT, "state", "created.json").read_text())
+    (server,) = [e for e in record if e["kind"] == "process" and e["instance"] == "mariadb-16k"]
+    os.kill(server["pid"], signal.SIGKILL)
+    killed["pid"] = server["pid"]
+
+
+@pytest.fixture(scope="module")
+def killed_run(lab, tmp_path_factory):
+    """The run whose server was killed in slow's first try, as it ended and after its resume with retry_failed."""
+    stall = stall_workload(tmp_path_factory.mktemp("stall") / "stall")
+    variables = {"playbook": "workload.yml", "workload_dir": str(stall), "scale_factor": "", "queries": "all"}
+    killed: dict = {}
+    killer = threading.Thread(target=kill_the_server_in, args=("slow_try1", killed), daemon=True)
+    killer.start()
+    run_dir = lab.run("t", **variables)
+    killer.join(timeout=60)
+    assert killed, "the slow query's try never started, so its server was not killed"
+    ended = {"rows": read_csv(run_dir / "tables" / "queries.csv"),
+             "manifest": json.loads((run_dir / "manifest.json").read_text()),
+             "report": (run_dir / "report" / "report.html").read_text()}
+    playbook = variables.pop("playbook")
+    lab.playbook(playbook, layout="t", resume=run_dir.name, retry_failed=True, **variables)
+    return {"dir": run_dir, "ended": ended,
+            "rows": read_csv(run_dir / "tables" / "queries.csv"),
+            "manifest": json.loads((run_dir / "manifest.json").read_text())}
+
+
+def test_the_killed_query_s_try_is_an_error_row_and_the_next_query_runs_on_a_restarted_server(killed_run):
+    rows = killed_run["ended"]["rows"]
+    assert list(zip(rows["query"], rows["try"], rows["status"], strict=True)) == [("slow", 1, "error"),
+                                                                                 ("quick", 1, "ok")]
+    assert rows["error"][0].endswith("server was not running after the query"), rows["error"][0]
+    answer = [[float(ROWS), 7.0 * ROWS * (ROWS + 1) / 2]]
+    assert read_answer(killed_run["dir"] / "raw" / "output" / "quick_try1.tsv") == answer
+
+
+def test_the_run_s_manifest_counts_the_failed_try_and_its_report_names_it(killed_run):
+    manifest = killed_run["ended"]["manifest"]
+    assert manifest["status"] == "ok"
+    assert manifest["queries"]["by_status"] == {"error": 1, "ok": 1}
+    assert "slow try 1 (error) did not end ok" in killed_run["ended"]["report"]
+
+
+def test_a_resume_that_retries_failed_tries_runs_the_killed_query_again_as_a_new_try_and_keeps_the_failed_row(
+        killed_run):
+    rows = killed_run["rows"]
+    assert list(zip(rows["query"], rows["try"], rows["status"], strict=True)) == [
+        ("slow", 1, "error"), ("quick", 1, "ok"), ("slow", 2, "ok")]
+    assert read_answer(killed_run["dir"] / "raw" / "output" / "slow_try2.tsv") == [[0.0, float(ROWS)]]
+    assert killed_run["manifest"]["queries"]["by_status"] == {"error": 1, "ok": 2}
+    assert killed_run["manifest"]["status"] == "ok"
