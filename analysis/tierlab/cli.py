@@ -395,11 +395,11 @@ def _device_commands(sub) -> None:
     p.set_defaults(func=_doctor)
     p = sub.add_parser("tiers", help="the host's tiers")
     tiers_sub = p.add_subparsers(dest="tiers_command", required=True)
-    p = tiers_sub.add_parser("check", help="run fio on each tier of this host (read-only): IOPS and latency percentiles "
+    p = tiers_sub.add_parser("check", help="measure each tier of this host again (read-only jobs): IOPS and latency percentiles "
                                            "against the device models' targets, and the tiers' fidelity")
     p.add_argument("--root", default="/var/lib/tierlab", help="the tierlab root the tiers were brought up under")
-    p.add_argument("--runtime-s", type=float, default=2.0,
-                   help="seconds per fio job (10 per tier: 5 on the device, 5 through the file system)")
+    p.add_argument("--runtime-s", type=float, default=1.0,
+                   help="seconds per job (10 per tier: 5 on the device, 5 through the file system)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_tiers_check)
 

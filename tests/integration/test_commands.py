@@ -21,8 +21,8 @@ def test_tiers_check_measures_the_root_s_tiers_again_and_judges_them(lab, layout
     assert done.returncode == 0, done.stderr
     assert latest["runtime_s"] == 0.25
     lines = done.stdout.splitlines()
-    assert lines[0].endswith("0.25 s per job in 1 interleaved rounds (figures: the median round), read-only on each "
-                             "device (first 1024 MiB) and through each file system (a 128 MiB scratch file, removed after)")
+    assert lines[0].endswith("0.25 s per job in 2 interleaved rounds (figures: the median round), read-only on each "
+                             "device (first 256 MiB) and through each file system (a 128 MiB scratch file, removed after)")
     assert lines[1].startswith(f"modelled time dilated {lab.tiers_check['dilation']:g}x on every modelled tier")
     jobs = {tuple(line.split()[:5]) for line in lines if line.split()[1:2] in (["device"], ["file"])}
     assert jobs == {(tier, medium, rw, block, qd) for tier in ("optane", "nand") for medium in ("device", "file")

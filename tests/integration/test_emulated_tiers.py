@@ -1,8 +1,10 @@
-"""The default emulated tiers, as fio sees them in their self-check, and an emulator that dies."""
+"""The default emulated tiers, as their self-check sees them (tierlab-probe, held against fio), and an emulator that
+dies."""
 
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from lab import ROOT, command, read_csv
 
 from tierlab.devices.profiles import load
+from tierlab_host import fio
 from tierlab_host.device_suite import SCRATCH_NAME
 
 MEDIA = ("device", "file")
@@ -84,6 +87,25 @@ def test_the_check_reports_each_tier_s_emulator_counters(check):
     assert emulators == {"optane": "optane", "nand": "nand"}
 
 
+@pytest.mark.parametrize("tier", ["optane", "nand"])
+def test_tierlab_probe_measures_what_fio_measures_on_the_same_device(lab, tier):
+    """The self-check's jobs run by tierlab-probe give fio's figures: the median of five rounds, the two tools
+    taking turns in each, within 10% (the models' latencies are the bulk of each request's)."""
+    (facts,) = [t for t in lab.tiers_check["tiers"] if t["name"] == tier]
+    device, probe, span_bytes = facts["block_device"], str(Path(lab.root, "emulator", "tierlab-probe")), 256 << 20
+    for rw, block_bytes, iodepth, figure in [("randread", 4096, 1, "p50"), ("read", 16384, 1, "p50"),
+                                             ("randread", 16384, 32, "iops")]:
+        by_tool: dict[str, list[float]] = {"probe": [], "fio": []}
+        for _ in range(5):
+            found = json.loads(command([probe, device, rw, str(block_bytes), str(iodepth), "0.2", str(span_bytes)],
+                                       "tierlab-probe", 60).stdout)
+            by_tool["probe"].append(found["iops"] if figure == "iops" else found["lat_us"]["p50"])
+            read = fio.run_job(device, rw, block_bytes, iodepth, 0.2, span_bytes, ("--readonly",))["read"]
+            by_tool["fio"].append(read["iops"] if figure == "iops" else read["lat_us"]["p50"])
+        probe_figure, fio_figure = (statistics.median(values) for values in by_tool.values())
+        assert abs(probe_figure / fio_figure - 1) <= 0.10, (rw, block_bytes, iodepth, figure, by_tool)
+
+
 @pytest.fixture(scope="module")
 def devices(lab):
     """playbooks/devices.yml on the same tiers, short jobs: its results directory and each fitted profile."""
@@ -147,6 +169,7 @@ def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardow
              "image": str(root / "images" / "doomed.img"), "size_bytes": 256 << 20,
              "profile_file": str(ROOT / "emulator" / "profiles" / "passthrough.toml"),
              "emulator": str(ROOT / "emulator" / "tierlab-emu"), "emulator_mountpoint": str(root / "mnt" / "doomed"),
+             "probe": str(ROOT / "emulator" / "tierlab-probe"),
              "dilation": "auto", "read_ahead_kb": None, "throttle": {}}]
     spec_file = tmp_path / "tiers.json"
     spec_file.write_text(json.dumps(spec))

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import fio, record
+from . import fio, probe, record
 from .system import HostError, cmdline, mount_device, mounted, run, set_knob, stop_process
 
 MOUNT_TIMEOUT_S = 20
@@ -26,7 +26,7 @@ STOP_TIMEOUT_S = 20
 HALT_POLL_KNOB = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 HALT_POLL_NS = 200_000
 CALIBRATION_SPAN_BYTES = 256 << 20
-CALIBRATION_RUNS, CALIBRATION_RUN_S = 7, 0.4
+CALIBRATION_RUNS, CALIBRATION_RUN_S = 7, 0.2
 # the dilation keeps every model this much above the host's own cost and within its throughput
 DILATION_MARGIN = 2.0
 # the host's throughput is measured, and each model's peak taken, at the self-check's deepest job
@@ -181,7 +181,7 @@ def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, 
     try:
         for spec in specs:
             fio.touch(block_devices[spec["name"]], CALIBRATION_SPAN_BYTES)
-        p50s = _medians([(block_devices[spec["name"]], "randread", block_bytes, 1)
+        p50s = _medians([(spec["probe"], block_devices[spec["name"]], "randread", block_bytes, 1)
                          for spec in specs for block_bytes in (4096, 65536)], "p50")
         deep = dict(zip([spec["name"] for spec in specs], _deep_iops(specs, block_devices), strict=True))
     finally:
@@ -196,21 +196,22 @@ def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, 
     return host
 
 
-def _medians(jobs: list[tuple[str, str, int, int]], figure: str) -> list[float]:
-    """The median of one figure of each (device, rw, block bytes, queue depth) over CALIBRATION_RUNS short
+def _medians(jobs: list[tuple[str, str, str, int, int]], figure: str) -> list[float]:
+    """The median of one figure of each (probe, device, rw, block bytes, queue depth) over CALIBRATION_RUNS short
     runs, the jobs interleaved: the host's cost shifts by tens of percent from one second to the next, and
     jobs measured apart would each take whatever moment they fell on. figure: "p50" (latency) or "iops"."""
     values: list[list[float]] = [[] for _ in jobs]
     for _ in range(CALIBRATION_RUNS):
-        for i, (block_device, rw, block_bytes, iodepth) in enumerate(jobs):
-            found = fio.job(block_device, rw, block_bytes, iodepth, CALIBRATION_RUN_S, CALIBRATION_SPAN_BYTES)
+        for i, (probe_binary, block_device, rw, block_bytes, iodepth) in enumerate(jobs):
+            found = probe.job(probe_binary, block_device, rw, block_bytes, iodepth, CALIBRATION_RUN_S,
+                              CALIBRATION_SPAN_BYTES)
             values[i].append(found["iops"] if figure == "iops" else found["lat_us"][figure])
     return [statistics.median(v) for v in values]
 
 
 def _deep_iops(specs: list[dict], block_devices: dict[str, str]) -> list[float]:
     """Each tier's median IOPS in the deepest job (see _medians)."""
-    return _medians([(block_devices[spec["name"]], "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH)
+    return _medians([(spec["probe"], block_devices[spec["name"]], "randread", THROUGHPUT_BLOCK_BYTES, THROUGHPUT_IODEPTH)
                      for spec in specs], "iops")
 
 
@@ -250,11 +251,12 @@ def _misses(specs: list[dict], block_devices: dict[str, str], dilation: float) -
                 for spec in specs}
     # passthrough: every reply leaves at once, so there is nothing to correct
     timed = [spec for spec in specs if min(modelled[spec["name"]].values()) > 0]
-    jobs = [(block_devices[spec["name"]], rw, 4096, 1) for spec in timed for rw in ("read", "randread")]
-    measured = dict(zip(jobs, _medians(jobs, "p50"), strict=True))
+    keys = [(spec["name"], rw) for spec in timed for rw in ("read", "randread")]
+    jobs = [(spec["probe"], block_devices[spec["name"]], rw, 4096, 1) for spec in timed for rw in ("read", "randread")]
+    measured = dict(zip(keys, _medians(jobs, "p50"), strict=True))
     misses = {spec["name"]: [[0.0, 0.0], [0.0, 0.0]] for spec in specs}
     for spec in timed:
-        points = sorted([round(modelled_us, 2), round(measured[(block_devices[spec["name"]], rw, 4096, 1)] - modelled_us, 2)]
+        points = sorted([round(modelled_us, 2), round(measured[(spec["name"], rw)] - modelled_us, 2)]
                         for rw, modelled_us in modelled[spec["name"]].items())
         if points[0][0] == points[1][0]:
             # a flat model: one latency, so one miss

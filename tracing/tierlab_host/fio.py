@@ -30,13 +30,6 @@ def run_job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: flo
     return {side: _side(done[side], percentiles) for side in ("read", "write") if done[side]["total_ios"] > 0}
 
 
-def job(target: str, rw: str, block_bytes: int, iodepth: int, runtime_s: float, span_bytes: int) -> dict:
-    """One read-only job: its IOPS and latency percentiles."""
-    read = run_job(target, rw, block_bytes, iodepth, runtime_s, span_bytes, ("--readonly",))["read"]
-    return {"rw": rw, "block_bytes": block_bytes, "iodepth": iodepth, "iops": read["iops"], "lat_us": read["lat_us"],
-            "mean_us": read["mean_us"]}
-
-
 def median_of_rounds(rounds: list[dict]) -> dict:
     """One job's side measured in rounds (each as _side gives it), summarised by the median over its rounds
     of each figure and each latency percentile."""
