@@ -2,6 +2,7 @@
 declarations, the run settings' checks, what follows from the settings."""
 
 import json
+import os
 from functools import wraps
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tierlab.catalog.workloads import workload_of
 from tierlab.checkout import PROJECT
 from tierlab.errors import TierlabError
 from tierlab.runs.doctor import judge, probe_arguments, refuse_missing, warnings
+from tierlab.runs.lock_holder import holder
 from tierlab.runs.manifest import read_run_config
 from tierlab.runs.observing import validate_observe
 from tierlab.runs.settings import (
@@ -120,4 +122,6 @@ class FilterModule:
             "tierlab_buffer_pool_bytes": buffer_pool_bytes,
             "tierlab_memory_limit_bytes": memory_limit_bytes,
             "tierlab_connections": connections,
+            # the controller's process that holds the root's lock: `{{ run_id | tierlab_lock_holder }}`
+            "tierlab_lock_holder": lambda run_id: {**holder(os.getpid()), "run_id": run_id or ""},
         }

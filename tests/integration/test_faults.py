@@ -1,6 +1,7 @@
 """A fault during a run: the database server killed with SIGKILL in the middle of a query. The try gets an error row,
 the server is started again and the next query runs; the run ends with its rows, the failed one named; and `resume`
-with retry_failed=true runs the failed query again as a new try, the failed row kept."""
+with retry_failed=true runs the failed query again as a new try, the failed row kept. Then the run's last row torn
+in its write: `resume` cuts it off, keeps it aside, and runs its try again."""
 
 import json
 import os
@@ -64,9 +65,16 @@ def killed_run(lab, tmp_path_factory):
              "report": (run_dir / "report" / "report.html").read_text()}
     playbook = variables.pop("playbook")
     lab.playbook(playbook, layout="t", resume=run_dir.name, retry_failed=True, **variables)
-    return {"dir": run_dir, "ended": ended,
-            "rows": read_csv(run_dir / "tables" / "queries.csv"),
-            "manifest": json.loads((run_dir / "manifest.json").read_text())}
+    retried = {"rows": read_csv(run_dir / "tables" / "queries.csv"),
+               "manifest": json.loads((run_dir / "manifest.json").read_text())}
+    # the last row torn in its write, as when the host stops in the middle of it, then the run resumed again
+    rows_file = run_dir / "raw" / "queries.jsonl"
+    *whole, last = rows_file.read_text().splitlines(keepends=True)
+    torn = last[:len(last) // 2]
+    rows_file.write_text("".join(whole) + torn)
+    lab.playbook(playbook, layout="t", resume=run_dir.name, retry_failed=True, **variables)
+    return {"dir": run_dir, "ended": ended, **retried, "torn": torn,
+            "resumed_rows": read_csv(run_dir / "tables" / "queries.csv")}
 
 
 def test_the_killed_query_s_try_is_an_error_row_and_the_next_query_runs_on_a_restarted_server(killed_run):
@@ -93,3 +101,12 @@ def test_a_resume_that_retries_failed_tries_runs_the_killed_query_again_as_a_new
     assert read_answer(killed_run["dir"] / "raw" / "output" / "slow_try2.tsv") == [[0.0, float(ROWS)]]
     assert killed_run["manifest"]["queries"]["by_status"] == {"error": 1, "ok": 2}
     assert killed_run["manifest"]["status"] == "ok"
+
+
+def test_a_resume_cuts_off_a_row_torn_in_its_write_keeps_it_aside_and_runs_its_try_again(killed_run):
+    rows = killed_run["resumed_rows"]
+    assert list(zip(rows["query"], rows["try"], rows["status"], strict=True)) == [
+        ("slow", 1, "error"), ("quick", 1, "ok"), ("slow", 2, "ok")]
+    assert (killed_run["dir"] / "raw" / "torn_rows.txt").read_text().endswith(
+        f" cut from the end of queries.jsonl: {killed_run['torn']}\n")
+    assert read_answer(killed_run["dir"] / "raw" / "output" / "slow_try2.tsv") == [[0.0, float(ROWS)]]

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lab import LAYOUTS, SCALE_FACTOR, cli, command, read_csv
+from lab import LAYOUTS, PLAYBOOK_TIMEOUT_S, ROOT, SCALE_FACTOR, cli, command, read_csv
 
 import tierlab as analysis
 
@@ -243,6 +243,41 @@ def test_a_run_on_a_root_whose_query_loop_runs_is_refused_and_the_loop_stopped_b
     assert not instance.exists()
     assert [e for e in json.loads(record.read_text()) if e["kind"] in ("tracing_instance", "query_loop")] == []
     assert command(["pgrep", "-f", client], "pgrep", 60).returncode == 1
+
+
+def test_a_playbook_on_a_root_a_study_holds_is_refused_and_the_study_s_lock_taken_over_once_it_has_ended(
+        lab, layouts, tmp_path):
+    """A study of one point started; while it holds the root's lock, tpch.yml on the same root; once the study has
+    ended (a study keeps its lock to its end), tiers.yml."""
+    spec = tmp_path / "held.yml"
+    spec.write_text(f"name: held\nworkload: tpch\nvariables: {{scale_factor: {SCALE_FACTOR}, queries: '1,3'}}\n"
+                    "matrix: {layout: [C+O]}\n")
+    lock = Path(lab.root, "state", "root-lock.json")
+    before = lab.run_ids()
+    study = subprocess.Popen(lab.study_command(str(spec), "--results-dir", str(lab.results_dir)), cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for("the study's lock", lambda: lock.exists() and json.loads(lock.read_text())["pid"] == study.pid, study,
+                 limit_s=300)
+        held = json.loads(lock.read_text())
+        refused = lab.playbook("tpch.yml", check=False, layout="C+O")
+        said, _ = study.communicate(timeout=PLAYBOOK_TIMEOUT_S)
+    finally:
+        if study.poll() is None:
+            study.kill()
+            study.communicate(timeout=60)
+    assert study.returncode == 0, said
+    assert refused.returncode != 0
+    assert (f"this tierlab root is locked by `{held['command']}` (pid {study.pid}, since {held['taken_at']}), which "
+            "still runs: wait for it to end") in refused.stdout
+    # the refused playbook made nothing: the study's directory is all that is new
+    (new,) = lab.run_ids() - before
+    assert new.endswith("_held")
+    assert held["kind"] == "study" and json.loads(lock.read_text()) == held
+    after = lab.playbook("tiers.yml")
+    assert (f"took over the root's lock from `{held['command']}` (pid {study.pid}, since {held['taken_at']}), which no "
+            "longer runs") in after.stdout
+    assert not lock.exists()
 
 
 def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(lab, layouts, tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tierlab_host.runner import _lock, plan
+from tierlab_host.runner import _cut_torn_row, _lock, plan
 from tierlab_host.system import HostError
 
 
@@ -16,6 +16,35 @@ def test_the_plan_lists_the_tries_without_a_row_in_order_and_starts_a_fresh_prog
     spec = {"run_dir": str(tmp_path), "queries": ["q01", "q03"], "tries": 2}
     assert plan(spec) == {"changed": False, "pending": ["q01_try2", "q03_try1", "q03_try2"]}
     assert (raw / "run.log").read_text() == ""
+
+
+TORN = '{"query": "q03", "try": 1, "status": "o'
+
+
+def test_a_last_row_torn_in_its_write_leaves_its_try_to_run(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "queries.jsonl").write_text(json.dumps({"query": "q01", "try": 1, "status": "ok"}) + "\n" + TORN)
+    assert plan({"run_dir": str(tmp_path), "queries": ["q01", "q03"], "tries": 1})["pending"] == ["q03_try1"]
+
+
+def test_the_loop_cuts_a_torn_row_off_keeps_it_aside_and_says_so(tmp_path):
+    whole = json.dumps({"query": "q01", "try": 1, "status": "ok"}) + "\n"
+    (tmp_path / "queries.jsonl").write_text(whole + TORN)
+    _cut_torn_row(tmp_path)
+    assert (tmp_path / "queries.jsonl").read_text() == whole
+    assert (tmp_path / "torn_rows.txt").read_text().endswith(f" cut from the end of queries.jsonl: {TORN}\n")
+    assert (tmp_path / "run.log").read_text() == (
+        f"cut a row torn in its write from the end of queries.jsonl ({len(TORN)} bytes, kept in torn_rows.txt): its "
+        "try runs again\n")
+
+
+def test_a_whole_last_row_without_its_newline_is_kept(tmp_path):
+    whole = json.dumps({"query": "q01", "try": 1, "status": "ok"})
+    (tmp_path / "queries.jsonl").write_text(whole)
+    _cut_torn_row(tmp_path)
+    assert (tmp_path / "queries.jsonl").read_text() == whole
+    assert not (tmp_path / "torn_rows.txt").exists()
 
 
 def rows_written(tmp_path, rows: list[tuple[str, int, str]]) -> None:

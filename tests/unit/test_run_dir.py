@@ -55,6 +55,14 @@ def test_a_damaged_query_row_is_named_by_its_file_and_line(tmp_path):
                               "wrote it (remove the line and resume the run to measure that query again)")
 
 
+def test_a_last_row_torn_in_its_write_is_left_out_as_a_try_not_run(tmp_path):
+    run = make_run(tmp_path, read(1.0, 64))
+    rows = run / "raw" / "queries.jsonl"
+    rows.write_text(rows.read_text() + '{"query": "q05", "try": 1, "sta')
+    queries = load_run(run).queries
+    assert list(zip(queries["query"], queries["try"], queries["status"], strict=True)) == [("q03", 1, "ok")]
+
+
 def test_a_missing_trace_is_named_before_any_window_is_read(tmp_path):
     run = make_run(tmp_path, read(1.0, 64))
     add_query(run, "q05", read(2.0, 64))

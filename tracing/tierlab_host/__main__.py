@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from . import chroot, device_suite, engine_commands, observe, probes, runner, teardown, tiers, tiers_check
+from . import chroot, device_suite, engine_commands, observe, probes, root_lock, runner, teardown, tiers, tiers_check
 from .system import HostError
 
 
@@ -39,6 +39,9 @@ def main() -> None:
     compress.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
+    lock = sub.add_parser("root-lock", help="take or release the root's lock for a command of the controller")
+    lock.add_argument("action", choices=["take", "release"])
+    lock.add_argument("--holder", required=True, help="the holder, as JSON (the tierlab_lock_holder filter's)")
     root_free = sub.add_parser("root-free", help="refuse a root another run's query loop still runs on")
     root_free.add_argument("--resuming", default="", help="the run being resumed: its own loop is stopped, not refused")
     probe = sub.add_parser("probe", help="what the host has that a run may need (tierlab doctor judges it)")
@@ -69,6 +72,9 @@ def main() -> None:
             engine_commands.main(args.command, args.spec_file)
         elif args.command == "run":
             runner.main(args.spec_file)
+        elif args.command == "root-lock":
+            holder = json.loads(args.holder)
+            print(json.dumps(root_lock.take(holder) if args.action == "take" else root_lock.release(holder)))
         elif args.command == "root-free":
             print(json.dumps(runner.require_root_free(args.resuming)))
         elif args.command == "observe-probe":

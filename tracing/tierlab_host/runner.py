@@ -82,10 +82,45 @@ def _lock(raw: Path):
     return lock
 
 
+def _torn_tail(text: str) -> str:
+    """The end of the rows' text after its last newline when it is not a row: an append cut short (the host stopped
+    in the middle of the write, which ends each row with its newline), whose try counts as not run. The
+    controller's query_rows (tierlab/runs/manifest.py) reads the rows by the same rule."""
+    tail = text.rpartition("\n")[2]
+    if not tail.strip():
+        return ""
+    try:
+        json.loads(tail)
+    except json.JSONDecodeError:
+        return tail
+    return ""
+
+
 def _rows(rows_file: Path) -> list[dict]:
     if not rows_file.exists():
         return []
-    return [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    text = rows_file.read_text()
+    text = text[:len(text) - len(_torn_tail(text))]
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _cut_torn_row(raw: Path) -> None:
+    """Cut a torn last row off raw/queries.jsonl, so that the rows appended after it start on a line of their own;
+    what was cut is kept in raw/torn_rows.txt and said in the progress log."""
+    rows_file = raw / "queries.jsonl"
+    if not rows_file.exists():
+        return
+    text = rows_file.read_text()
+    tail = _torn_tail(text)
+    if not tail:
+        return
+    with open(raw / "torn_rows.txt", "a") as f:
+        f.write(f"{_now()} cut from the end of queries.jsonl: {tail}\n")
+    with open(rows_file, "r+b") as f:
+        f.truncate(len(text.encode()) - len(tail.encode()))
+        os.fsync(f.fileno())
+    _progress(raw, f"cut a row torn in its write from the end of queries.jsonl ({len(tail.encode())} bytes, kept in "
+                   "torn_rows.txt): its try runs again")
 
 
 def _done_tries(rows_file: Path) -> set[tuple[str, int]]:
@@ -400,6 +435,7 @@ def run_queries(spec: dict) -> dict:
 
 def _run_locked(spec: dict, raw: Path) -> dict:
     rows_file = raw / "queries.jsonl"
+    _cut_torn_row(raw)
     rows = _rows(rows_file)
 
     db = engine(spec["engine"])

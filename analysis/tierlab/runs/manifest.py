@@ -45,15 +45,21 @@ def read_run_config(run_dir: Path) -> dict | None:
 
 
 def query_rows(run_dir: Path) -> list[dict]:
-    """The rows raw/queries.jsonl holds, one per query try, as the query loop wrote them."""
+    """The rows raw/queries.jsonl holds, one per query try, as the query loop wrote them. A last line without its
+    newline that is not a row is an append cut short (the host stopped in the middle of the write) and is left out,
+    as the query loop leaves it out (tierlab_host/runner.py): its try runs again on resume."""
     rows_file = run_dir / "raw" / "queries.jsonl"
+    text = rows_file.read_text() if rows_file.exists() else ""
+    lines = text.splitlines()
     rows = []
-    for number, line in enumerate(rows_file.read_text().splitlines() if rows_file.exists() else [], 1):
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as error:
+            if number == len(lines) and not text.endswith("\n"):
+                continue
             row = error
         if not isinstance(row, dict):
             raise RunDirError(f"{rows_file}:{number}: not a query row ({row}): each line is one JSON object as the "

@@ -1,0 +1,53 @@
+"""Who holds a tierlab root's lock for a playbook: the command the user started, found among the playbook's
+ancestors on the controller (the outermost `tierlab study`, else the outermost ansible-playbook), so that a
+study's points share their study's lock, and a dead holder is told from a live one by its start time."""
+
+import socket
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def _cmdline(pid: int) -> list[str]:
+    return (PROC / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+
+
+def _parent_and_start(pid: int) -> tuple[int, int]:
+    # the command's name (field 2) may hold spaces and parentheses: the fields after its closing one are plain
+    fields = (PROC / str(pid) / "stat").read_text().rpartition(")")[2].split()
+    return int(fields[1]), int(fields[19])
+
+
+def machine_id() -> str:
+    """This machine's identity (/etc/machine-id, else its host name): a holder on another machine cannot be
+    checked for life."""
+    path = Path("/etc/machine-id")
+    found = path.read_text().strip() if path.exists() else ""
+    return found or socket.gethostname()
+
+
+def _kind(argv: list[str]) -> str | None:
+    names = [Path(arg).name for arg in argv[:3]]
+    if "tierlab" in names and "study" in argv[1:3]:
+        return "study"
+    if any(name.startswith("ansible-playbook") for name in names):
+        return "playbook"
+    return None
+
+
+def holder(pid: int) -> dict:
+    """The outermost study, else the outermost playbook, among pid and its ancestors: its pid, start time (clock
+    ticks after boot, as /proc/PID/stat gives it), command line and kind, with this machine's identity."""
+    found: dict[str, tuple[int, int, list[str]]] = {}
+    while pid > 1:
+        parent, start = _parent_and_start(pid)
+        argv = _cmdline(pid)
+        kind = _kind(argv)
+        if kind:
+            found[kind] = (pid, start, argv)
+        pid = parent
+    kind = "study" if "study" in found else "playbook"
+    if kind not in found:
+        raise RuntimeError("no ansible-playbook or tierlab study among this process's ancestors")
+    pid, start, argv = found[kind]
+    return {"machine_id": machine_id(), "pid": pid, "start_ticks": start, "kind": kind, "command": " ".join(argv)}
