@@ -45,7 +45,8 @@ ANSWER_TIMEOUT_S = 10
 FUSE_CONTROL = Path("/sys/fs/fuse/connections")
 
 
-def _is_ours(entry: dict) -> bool:
+def runs(entry: dict) -> bool:
+    """Whether the recorded emulator still runs (its pid's command line names its mount point)."""
     return entry["mountpoint"] in cmdline(entry["pid"])
 
 
@@ -99,7 +100,7 @@ def _abort(entry: dict) -> None:
 def abort_hung() -> None:
     """Abort the connections of recorded emulators that are alive but do not answer (teardown's first step)."""
     for entry in record.entries("emulator"):
-        if _is_ours(entry) and _answer(entry) is None:
+        if runs(entry) and _answer(entry) is None:
             _abort(entry)
 
 
@@ -113,7 +114,7 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
     mountpoint = Path(spec["emulator_mountpoint"])
     entry = _recorded(mountpoint)
     if entry:
-        if not _is_ours(entry):
+        if not runs(entry):
             raise HostError(_exited(entry))
         if os.readlink(f"/proc/{entry['pid']}/exe").endswith(" (deleted)"):
             # a rebuild replaced the binary: the running emulator has the old model
@@ -321,7 +322,7 @@ def require_running() -> dict[str, dict]:
     last words, if one has exited or hangs."""
     live = {}
     for entry in record.entries("emulator"):
-        if not _is_ours(entry):
+        if not runs(entry):
             raise HostError(_exited(entry))
         answer = _answer(entry)
         if answer is None:
@@ -364,7 +365,7 @@ def cache(tier: dict, command: str) -> None:
 def stop_recorded(entry: dict) -> None:
     """Stop one recorded emulator (it unmounts itself), and clear a mount a dead one left behind."""
     # a stopped emulator must run to handle its SIGTERM
-    stop_process(entry["pid"], [(signal.SIGTERM, 0), (signal.SIGCONT, STOP_TIMEOUT_S)], lambda: _is_ours(entry))
+    stop_process(entry["pid"], [(signal.SIGTERM, 0), (signal.SIGCONT, STOP_TIMEOUT_S)], lambda: runs(entry))
     if mounted(entry["mountpoint"]):
         run(["umount", "-l", entry["mountpoint"]])
     Path(entry["log"]).unlink(missing_ok=True)

@@ -136,8 +136,28 @@ def _throttle(spec: dict) -> dict:
     return (spec.get("throttle") or {}) if spec["emulation"] == "throttle" else {}
 
 
+def _let_go_of_gone(changes: list[str]) -> None:
+    """Let go of what the record holds of tiers that are gone from the host, as after a reboot: an emulator whose
+    process ended with its mount gone too, a loop device detached, a file system no longer mounted. The tiers are
+    then brought up again from their images, which hold their file systems and data. A tier half gone (an emulator
+    dead under a mount that still stands) is left to its error, which says to tear down first."""
+    for entry in record.entries():
+        kind = entry["kind"]
+        if kind == "emulator" and not emulator.runs(entry) and not mounted(entry["mountpoint"]):
+            gone = f"the emulator of tier {entry['tier']} (pid {entry['pid']}) and its mount"
+        elif kind == "loop" and loop_for(entry["image"]) != entry["device"]:
+            gone = f"loop device {entry['device']} of {entry['image']}"
+        elif kind == "mount" and not mounted(entry["path"]):
+            gone = f"the mount on {entry['path']}"
+        else:
+            continue
+        record.remove(entry)
+        changes.append(f"let go of {gone}, which the record held but the host no longer has")
+
+
 def up(specs: list[dict]) -> dict:
     changes: list[str] = []
+    _let_go_of_gone(changes)
     if any(_throttle(spec) for spec in specs):
         # refused before anything is made where the host cannot throttle
         cgroups.require("io")

@@ -1,0 +1,49 @@
+"""After a reboot the record still holds tiers the host no longer has: the tiers' bring-up lets go of exactly
+those entries (their processes ended, their mounts and loop devices gone), so that it builds the tiers again from
+their images; what still stands is kept."""
+
+import subprocess
+
+import pytest
+
+from tierlab_host import record
+from tierlab_host.tiers import _let_go_of_gone
+
+
+@pytest.fixture
+def state(monkeypatch, tmp_path):
+    monkeypatch.setattr(record, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "state" / "created.json")
+
+
+def test_entries_of_tiers_gone_from_the_host_are_let_go_and_the_rest_kept(state, tmp_path):
+    gone_mountpoint, live_mountpoint = str(tmp_path / "mnt" / "nand"), str(tmp_path / "mnt" / "optane")
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    # a process whose command line names its mount point, as a running emulator's does
+    running = subprocess.Popen(["sh", "-c", "sleep 30", live_mountpoint])
+    try:
+        entries = [
+            {"kind": "dir", "path": str(tmp_path / "mnt")},
+            {"kind": "image", "path": str(tmp_path / "nand.img")},
+            {"kind": "emulator", "tier": "nand", "pid": ended.pid, "mountpoint": gone_mountpoint, "log": "nand.log"},
+            {"kind": "emulator", "tier": "optane", "pid": running.pid, "mountpoint": live_mountpoint, "log": "o.log"},
+            {"kind": "loop", "device": "/dev/loop99", "image": f"{gone_mountpoint}/device"},
+            {"kind": "mount", "path": str(tmp_path / "tiers" / "nand")},
+            {"kind": "mount", "path": "/"},
+        ]
+        for entry in entries:
+            record.add(**entry)
+        changes: list[str] = []
+        _let_go_of_gone(changes)
+        kept = record.entries()
+    finally:
+        running.kill()
+        running.wait()
+    assert kept == [entries[0], entries[1], entries[3], entries[6]]
+    assert changes == [
+        f"let go of the emulator of tier nand (pid {ended.pid}) and its mount, which the record held but the host no "
+        "longer has",
+        f"let go of loop device /dev/loop99 of {gone_mountpoint}/device, which the record held but the host no longer "
+        "has",
+        f"let go of the mount on {tmp_path / 'tiers' / 'nand'}, which the record held but the host no longer has"]
