@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 # labels as text, not as glyph outlines: searchable in the report, and a third less time to draw
 matplotlib.rcParams["svg.fonttype"] = "none"
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
@@ -24,9 +25,19 @@ th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 """
 
 
+def log_axis(axis, base: int = 10) -> None:
+    """A logarithmic axis labelled with plain numbers (10, 100, 1000): matplotlib's default labels (10^2) are
+    mathtext, whose parsing and fonts took 0.7 s of a tiny run's 3.6 s of analysis."""
+    axis.set_scale("log", base=base)
+    axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
 def svg(fig) -> str:
+    # laid out as it is drawn, once: bbox_inches="tight" draws every figure twice
+    fig.set_layout_engine("constrained")
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer, format="svg")
     plt.close(fig)
     text = buffer.getvalue()
     return f'<div class="plot">{text[text.index("<svg"):]}</div>'
