@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .page import html_table, log_axis, page, plt, svg
+from .page import html_table, log_x_axis, page, plt, svg
 
 
 def plot_device_curves(jobs: pd.DataFrame, sustained: pd.DataFrame) -> str:
@@ -20,7 +20,7 @@ def plot_device_curves(jobs: pd.DataFrame, sustained: pd.DataFrame) -> str:
         for job in mine[mine["kind"] == "latency"].to_dict("records"):
             row[0].plot([job[p] for p in percentiles], [float(p[1:]) for p in percentiles], marker=".",
                         label=job["rw"])
-        log_axis(row[0].xaxis)
+        log_x_axis(row[0])
         row[0].set_xlabel("latency (us)")
         row[0].set_ylabel(f"{tier}: percentile")
         row[0].legend(fontsize=7)
@@ -29,7 +29,7 @@ def plot_device_curves(jobs: pd.DataFrame, sustained: pd.DataFrame) -> str:
         for (rw, block), line in grid.groupby(["rw", "block_bytes"], sort=False):
             row[1].plot(line["iodepth"], line["mb_s"], marker="o", linestyle="-" if rw == "randread" else "--",
                         label=f"{rw} {block // 1024} KiB")
-        log_axis(row[1].xaxis, base=2)
+        log_x_axis(row[1], base=2)
         row[1].set_xlabel("queue depth")
         row[1].set_ylabel("MB/s")
         row[1].legend(fontsize=6)

@@ -12,7 +12,7 @@ from ..metrics.engine_view import definition
 from ..runs.manifest import tiers_dilation
 from ..runs.results import CORUN_COLUMNS, SUBQUERY_COLUMNS
 from .lead import lead, shown
-from .page import html_table, log_axis, md_table, page, plt, present, svg
+from .page import html_table, log_x_axis, md_table, page, plt, present, svg
 
 # elapsed_s, io_time_s and io_time_undilated_s are in the queries' table above it
 METRIC_COLUMNS = ["query", "try", "io_share_pct", "sequential_pct", "random_pct",
@@ -80,7 +80,7 @@ def plot_latency_cdf(read_latency: pd.DataFrame) -> str:
         reads = group["reads"].to_numpy()
         ax.step(group["latency_le_us"], np.cumsum(reads) / reads.sum(), where="post",
                 label=f"{tier} ({reads.sum()} reads)")
-    log_axis(ax.xaxis)
+    log_x_axis(ax)
     ax.set_xlabel("read latency, dispatch to completion (µs)")
     ax.set_ylabel("fraction of reads")
     ax.legend(loc="lower right", fontsize=8)
