@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 from answers import read_answer
-from lab import TEST_ROOT, read_csv
+from lab import TEST_ROOT, command, read_csv
+
+from tierlab_host.engines.mysql_family import _move_file
+from tierlab_host.system import HostError
 
 pytestmark = pytest.mark.mariadb
 
@@ -110,3 +113,31 @@ def test_a_resume_cuts_off_a_row_torn_in_its_write_keeps_it_aside_and_runs_its_t
     assert (killed_run["dir"] / "raw" / "torn_rows.txt").read_text().endswith(
         f" cut from the end of queries.jsonl: {killed_run['torn']}\n")
     assert read_answer(killed_run["dir"] / "raw" / "output" / "slow_try2.tsv") == [[0.0, float(ROWS)]]
+
+
+@pytest.fixture
+def tiny_tier(tmp_path):
+    """A file system of 1 MiB (tmpfs) as a full fast tier, unmounted after."""
+    mountpoint = tmp_path / "fast"
+    mountpoint.mkdir()
+    assert command(["mount", "-t", "tmpfs", "-o", "size=1M", "tierlab-test-tiny", str(mountpoint)], "mount",
+                   60).returncode == 0
+    try:
+        yield mountpoint
+    finally:
+        command(["umount", str(mountpoint)], "umount", 60)
+
+
+def test_a_table_moved_to_a_tier_with_no_room_for_it_stays_whole_where_it_was_with_the_tier_s_free_space_named(
+        tiny_tier, tmp_path):
+    source = tmp_path / "capacity" / "tpch" / "lineitem.ibd"
+    source.parent.mkdir(parents=True)
+    source.write_bytes(bytes(range(256)) * (8 << 10))
+    with pytest.raises(HostError) as refused:
+        _move_file(source, tiny_tier / "tpch" / "lineitem.ibd", "fast")
+    assert str(refused.value).startswith(
+        "moving lineitem.ibd (2.0 MiB) to the fast tier ran out of space there: ")
+    assert f"MiB free of 1.0 MiB on the file system of {tiny_tier / 'tpch'}; it stays whole on its tier " \
+           f"({source.parent}), and the tables moved before it stay moved" in str(refused.value)
+    assert list((tiny_tier / "tpch").iterdir()) == []
+    assert source.read_bytes() == bytes(range(256)) * (8 << 10)

@@ -28,6 +28,13 @@ def run(cmd: list[str], timeout_s: float = 600, check: bool = True) -> subproces
     return done
 
 
+def no_room(path: Path) -> str:
+    """What is free on the file system of path, for a message about a write it had no room for."""
+    stat = os.statvfs(path)
+    return (f"{stat.f_bavail * stat.f_frsize / 2**20:.1f} MiB free of {stat.f_blocks * stat.f_frsize / 2**20:.1f} MiB "
+            f"on the file system of {path}")
+
+
 class Mount(NamedTuple):
     """One line of mountinfo."""
     point: str

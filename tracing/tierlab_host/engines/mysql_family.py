@@ -9,6 +9,7 @@ tierlab uses are bind-mounted there at the same place); client_options: more
 options of the client (an instance tierlab observes: its sessions read-only).
 """
 
+import errno
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 from ..innodb_pages import index_runs, object_ranges
-from ..system import HostError, run
+from ..system import HostError, no_room, run
 from . import server
 
 COUNTERS = [
@@ -189,7 +190,7 @@ class MysqlFamily:
         try:
             for table, src, dst in pending:
                 started = time.monotonic()
-                _move_file(src, dst)
+                _move_file(src, dst, placement[table])
                 if self.name == "mariadb":
                     isl = self._isl(database, table)
                     isl.write_text(str(dst))
@@ -201,14 +202,25 @@ class MysqlFamily:
         return moves
 
 
-def _move_file(src: Path, dst: Path) -> None:
+def _move_file(src: Path, dst: Path, tier: str) -> None:
+    """Copy src to dst on the other tier, then remove src: the table is on one tier or the other, whole. A copy
+    the tier has no room for is removed again and refused, with the tier's free space."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.chown(dst.parent, "mysql", "mysql")
     tmp = dst.with_suffix(".ibd.moving")
-    shutil.copyfile(src, tmp)
-    shutil.copystat(src, tmp)
-    shutil.chown(tmp, "mysql", "mysql")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
+    try:
+        shutil.copyfile(src, tmp)
+        shutil.copystat(src, tmp)
+        shutil.chown(tmp, "mysql", "mysql")
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise HostError(f"moving {src.name} ({src.stat().st_size / 2**20:.1f} MiB) to the {tier} tier ran out of space "
+                        f"there: {no_room(dst.parent)}; it stays whole on its tier ({src.parent}), and the tables "
+                        "moved before it stay moved. Free space on that tier, or choose a layout that fits it, then "
+                        "resume the run") from None
     os.replace(tmp, dst)
     src.unlink()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .. import cgroups
-from ..system import run
+from ..system import HostError, no_room, run
 from . import server
 
 # per database, from pg_stat_database (block read/write times in milliseconds, kept in microseconds)
@@ -212,8 +212,19 @@ class Postgresql:
                 continue
             (size,) = self.rows(f"SELECT pg_table_size('{relation}')", database)[0]
             started = time.monotonic()
-            run([*self.client_command(database), "-c", f"ALTER {kind} {relation} SET TABLESPACE {target}"],
-                timeout_s=24 * 3600)
+            moved = run([*self.client_command(database), "-c", f"ALTER {kind} {relation} SET TABLESPACE {target}"],
+                        timeout_s=24 * 3600, check=False)
+            if moved.returncode != 0:
+                # PostgreSQL undoes a move it cannot finish: the relation stays whole in its tablespace
+                room = ""
+                if "No space left on device" in moved.stderr:
+                    ((location,),) = self.rows(f"SELECT pg_tablespace_location(oid) FROM pg_tablespace "
+                                               f"WHERE spcname = '{target}'", database)
+                    room = f"; {no_room(Path(location))}"
+                raise HostError(f"moving {kind.lower()} {relation} ({int(size) / 2**20:.1f} MiB) to tablespace {target} "
+                                f"failed: {moved.stderr.strip()}{room}; it stays whole in {tablespace}, and what "
+                                "moved before it stays moved. Free space there, or choose a layout that fits, then "
+                                "resume the run")
             moves.append({"object": relation, "from": tablespace, "to": target, "size_bytes": int(size),
                           "move_s": round(time.monotonic() - started, 3)})
         return moves
