@@ -20,7 +20,7 @@ TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-confi
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup tpch tiers teardown e5 test test-long test-guest unit integration lint
+.PHONY: soak setup tpch tiers teardown e5 test test-long test-guest unit integration lint
 
 setup: $(STAMP) $(MODEL_LIBRARY)
 
@@ -63,6 +63,11 @@ integration: setup $(VENV)/.test-deps
 # closing an issue that touches what they cover
 test-long: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q -rs -m long tests/integration
+
+# a study of 30 tiny points with faults injected at random (server, emulator, Ctrl-C, a full tier), resumed until
+# done, under a root of its own (tests/soak/soak.py; about half an hour): outside make test
+soak: setup $(VENV)/.test-deps
+	$(BIN)/python tests/soak/soak.py
 
 # the host agent on a host that boots with cgroup v2 only, under systemd: a Debian 12 guest in qemu (tests/guest).
 # The first run makes the guest's image with debootstrap (minutes), kept in /var/cache/tierlab-guest
