@@ -4,7 +4,7 @@ import signal
 import subprocess
 import sys
 
-from tierlab_host.system import cmdline, stop_process
+from tierlab_host.system import cmdline, stop_process, wait_while_working
 
 # a process that writes the name of the signal it ends on, after it says it is ready; `ignore` names signals it
 # ignores instead
@@ -63,3 +63,34 @@ def test_a_process_that_is_not_ours_is_let_be(tmp_path):
     finally:
         child.kill()
         child.wait(timeout=60)
+
+
+# a process that, on SIGTERM, works for a while (its clean-up), then ends
+CLEANS_UP = """
+import signal, sys, time
+def end(number, frame):
+    until = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < until:
+        sum(range(10000))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, end)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_is_waited_for_as_long_as_its_clean_up_works(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", CLEANS_UP, "2"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\n"
+    child.send_signal(signal.SIGTERM)
+    took = wait_while_working(child.pid, 0.5, lambda: True)
+    assert took is not None and took >= 2
+    assert child.wait(timeout=10) == 0
+
+
+def test_a_process_that_does_nothing_is_given_up_on_after_the_stall(tmp_path):
+    child = start(tmp_path, "SIGTERM")
+    child.send_signal(signal.SIGTERM)
+    assert wait_while_working(child.pid, 0.5, lambda: True) is None
+    child.kill()
+    child.wait(timeout=10)

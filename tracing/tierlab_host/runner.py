@@ -25,7 +25,7 @@ from pathlib import Path
 from . import emulator, record, replay, subqueries, sysbench, trace
 from .engines import engine
 from .extents import map_files
-from .system import HostError, cmdline, device_of_path, stop_process
+from .system import KILL_WAIT_S, HostError, cmdline, device_of_path, signal_process, wait_gone, wait_while_working
 
 # the client is given this long beyond the server-side limit before it is killed
 CLIENT_GRACE_S = 60
@@ -145,8 +145,9 @@ def _cold_restart(db) -> None:
     db.start()
 
 
-# the time a query loop gets to end cleanly when teardown stops it (its clients killed at once)
-STOP_WAIT_S = 60
+# a query loop stopped by teardown is waited for as long as its clean-up works; one that does nothing for this long
+# (hung) is killed
+STALL_S = 60
 
 
 class Stopped(HostError):
@@ -554,8 +555,7 @@ def require_root_free(resuming: str = "") -> dict:
     for entry in record.entries("query_loop"):
         if entry["marker"] in cmdline(entry["pid"]):
             if entry["run_id"] == resuming:
-                stop_recorded(entry)
-                stopped.append(entry)
+                stopped.append({**entry, **stop_recorded(entry)})
                 continue
             raise HostError(f"the query loop of run {entry['run_id']} (pid {entry['pid']}) still runs on this tierlab "
                             "root; another run here would restart its servers and empty its caches under it: wait for "
@@ -565,11 +565,23 @@ def require_root_free(resuming: str = "") -> dict:
     return {"changed": bool(gone or stopped), "let_go": gone, "stopped": stopped}
 
 
-def stop_recorded(entry: dict) -> None:
+def stop_recorded(entry: dict) -> dict:
     """Stop a recorded query loop that still runs (its command line names its spec), as a user's SIGTERM does:
-    its clients killed, its tracing instance removed; killed if it has not ended within STOP_WAIT_S."""
-    stop_process(entry["pid"], [(signal.SIGTERM, STOP_WAIT_S)], lambda: entry["marker"] in cmdline(entry["pid"]))
+    its clients killed, its tracing instance removed. It is waited for as long as that clean-up works, and killed
+    once it has done nothing for STALL_S. What happened: {"waited_s", "killed"}."""
+    def ours() -> bool:
+        return entry["marker"] in cmdline(entry["pid"])
+
+    outcome = {"waited_s": 0.0, "killed": False}
+    if ours():
+        signal_process(entry["pid"], signal.SIGTERM)
+        waited = wait_while_working(entry["pid"], STALL_S, ours)
+        if waited is None:
+            signal_process(entry["pid"], signal.SIGKILL)
+            wait_gone(entry["pid"], KILL_WAIT_S)
+        outcome = {"waited_s": STALL_S if waited is None else waited, "killed": waited is None}
     record.remove(entry)
+    return outcome
 
 
 def main_plan(spec_file: str) -> None:

@@ -176,6 +176,30 @@ def wait_gone(pid: int, timeout_s: float) -> bool:
 KILL_WAIT_S = 10
 
 
+def _work(pid: int) -> tuple | None:
+    """What the process has done so far (its CPU ticks and its I/O counters); None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        io = Path(f"/proc/{pid}/io").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return fields[11], fields[12], io
+
+
+def wait_while_working(pid: int, stall_s: float, is_ours: Callable[[], bool]) -> float | None:
+    """Wait for a process to end for as long as it works (its CPU time or its I/O moves, as a clean-up's does):
+    the seconds it took, or None once it has done nothing for stall_s (hung)."""
+    started = time.monotonic()
+    last, moved = _work(pid), started
+    while not wait_gone(pid, 0.2) and is_ours():
+        now = _work(pid)
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall_s:
+            return None
+    return round(time.monotonic() - started, 1)
+
+
 def stop_process(pid: int, steps: list[tuple[int, float]], is_ours: Callable[[], bool]) -> bool:
     """Stop a process of tierlab's: each (signal, seconds to wait for it to end) in turn, then SIGKILL. It is let
     be once it is no longer ours (its pid taken by another program). True if it was running."""

@@ -34,8 +34,7 @@ def down() -> dict:
     left = []
     # a query loop a stopped playbook left running reads the tracing instance and uses the servers: it ends first
     for entry in record.entries("query_loop"):
-        runner.stop_recorded(entry)
-        removed.append(entry)
+        removed.append({**entry, **runner.stop_recorded(entry)})
     for entry in reversed(record.entries()):
         kind = entry["kind"]
         if kind == "process":
