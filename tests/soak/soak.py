@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT_DIR / "tests" / "integration"))
-from lab import ANSIBLE_ENV, TIERLAB, remove_torn_down_root  # noqa: E402
+from lab import ANSIBLE_ENV, PLAYBOOK_TIMEOUT_S, TIERLAB, remove_torn_down_root  # noqa: E402
 
 ROOT = "/var/lib/tierlab-soak"
 SETTINGS = {"tierlab_root": ROOT, "mysql_port_base": {"mariadb": 4100, "mysql": 4200}, "postgresql_port": 5519}
@@ -50,7 +50,7 @@ def inject(fault: str, study: subprocess.Popen) -> bool:
         stat = os.statvfs(fast_tier())
         free = stat.f_bavail * stat.f_frsize
         return subprocess.run(["fallocate", "-l", str(max(free - (1 << 20), 1 << 20)), str(fast_tier() / FILLER)],
-                              capture_output=True).returncode == 0
+                              capture_output=True, timeout=60).returncode == 0
     kind, match = ("process", "mariadb") if fault == "server" else ("emulator", "")
     found = [e for e in record() if e["kind"] == kind and match in e.get("instance", "")]
     if not found:
@@ -65,7 +65,7 @@ def inject(fault: str, study: subprocess.Popen) -> bool:
 def playbook(name: str, **extra) -> None:
     done = subprocess.run([str(ROOT_DIR / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e",
                            json.dumps({**SETTINGS, **extra})], cwd=ROOT_DIR, capture_output=True, text=True,
-                          env={**os.environ, **ANSIBLE_ENV})
+                          env={**os.environ, **ANSIBLE_ENV}, timeout=PLAYBOOK_TIMEOUT_S)
     if done.returncode != 0:
         sys.exit(f"playbooks/{name} failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}")
 
@@ -96,7 +96,7 @@ def main() -> None:
                 injected.append((round(time.monotonic() - started), fault))
                 print(f"soak: injected {fault}", flush=True)
                 emulator_killed, fault = fault == "emulator", None
-        study.wait()
+        study.wait(timeout=PLAYBOOK_TIMEOUT_S)
         (fast_tier() / FILLER).unlink(missing_ok=True)
         points = json.loads((study_dir / "study.json").read_text())["points"]
         if len(points) == 30 and all(p["status"] == "ok" for p in points):

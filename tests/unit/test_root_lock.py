@@ -30,7 +30,7 @@ def script(directory: Path, name: str, body: str) -> Path:
 def descendant(parent: subprocess.Popen) -> int:
     """The pid of the sleep at the bottom of parent's tree, once it runs."""
     for _ in range(100):
-        found = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True).stdout.split()
+        found = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True, timeout=60).stdout.split()
         mine = [int(pid) for pid in found if parent.pid in _ancestors(int(pid))]
         if mine:
             return mine[0]
@@ -53,7 +53,7 @@ def test_the_holder_is_the_outermost_playbook_among_the_ancestors(tmp_path):
         found = holder(descendant(started))
     finally:
         started.kill()
-        started.wait()
+        started.wait(timeout=60)
     assert (found["pid"], found["kind"]) == (started.pid, "playbook")
     assert found["command"] == f"/bin/sh {playbook} tpch.yml"
     assert found["start_ticks"] > 0
@@ -66,9 +66,9 @@ def test_a_study_holds_the_lock_for_the_playbooks_it_runs(tmp_path):
     try:
         found = holder(descendant(started))
     finally:
-        subprocess.run(["pkill", "-P", str(started.pid)])
+        subprocess.run(["pkill", "-P", str(started.pid)], timeout=60)
         started.kill()
-        started.wait()
+        started.wait(timeout=60)
     assert (found["pid"], found["kind"], found["command"]) == (started.pid, "study",
                                                                 f"/bin/sh {study} study first-layouts.yml")
 
@@ -88,7 +88,7 @@ def me(run_id: str = "") -> dict:
 def dead() -> dict:
     """A holder that has ended: a process that ran and was waited for."""
     done = subprocess.Popen(["true"])
-    done.wait()
+    done.wait(timeout=60)
     return {**me("20261127T000000Z_mariadb_tpch-sf0.01_C+O"), "pid": done.pid, "command": "ansible-playbook tiers.yml"}
 
 

@@ -19,7 +19,7 @@ def state(monkeypatch, tmp_path):
 def test_entries_of_tiers_gone_from_the_host_are_let_go_and_the_rest_kept(state, tmp_path):
     gone_mountpoint, live_mountpoint = str(tmp_path / "mnt" / "nand"), str(tmp_path / "mnt" / "optane")
     ended = subprocess.Popen(["true"])
-    ended.wait()
+    ended.wait(timeout=60)
     # a process whose command line names its mount point, as a running emulator's does
     running = subprocess.Popen(["sh", "-c", "sleep 30", live_mountpoint])
     try:
@@ -39,7 +39,7 @@ def test_entries_of_tiers_gone_from_the_host_are_let_go_and_the_rest_kept(state,
         kept = record.entries()
     finally:
         running.kill()
-        running.wait()
+        running.wait(timeout=60)
     assert kept == [entries[0], entries[1], entries[3], entries[6]]
     assert changes == [
         f"let go of the emulator of tier nand (pid {ended.pid}) and its mount, which the record held but the host no "
