@@ -194,10 +194,11 @@ class OwnMariadb:
 class Traffic:
     """A DBA's own traffic on an instance, on threads of its own until stopped: one connection looks up small ranges
     of an indexed column at random, over and over (a hot index), others run the statements given once at the
-    seconds given (a rarely read table, a table dropped)."""
+    seconds given (a rarely read table, a table dropped), counted from when begun() first holds (the observation's
+    window has begun: a busy host takes longer to get there)."""
 
-    def __init__(self, connect, lookup: str, keys: int, once: list[tuple[float, str]]):
-        self.connect, self.lookup, self.keys, self.once = connect, lookup, keys, once
+    def __init__(self, connect, lookup: str, keys: int, once: list[tuple[float, str]], begun):
+        self.connect, self.lookup, self.keys, self.once, self.begun = connect, lookup, keys, once, begun
         self.stopping = threading.Event()
         self.lookups = 0
         self.errors: list[str] = []
@@ -225,6 +226,9 @@ class Traffic:
     def _once(self) -> None:
         def work():
             connection = self.connect()
+            while not self.begun():
+                if self.stopping.wait(timeout=0.1):
+                    return
             started = time.monotonic()
             for at_s, sql in self.once:
                 if self.stopping.wait(timeout=max(0.0, started + at_s - time.monotonic())):

@@ -49,6 +49,11 @@ def observe(lab, **variables) -> subprocess.CompletedProcess:
     return lab.playbook("observe.yml", check=False, **{**WINDOW, **variables})
 
 
+def window_begun(lab):
+    """Whether an observation's window has begun: its loop has made its run's raw/counters on the host."""
+    return lambda: any(Path(lab.root, "runs").glob("*/raw/counters"))
+
+
 def observed_run(lab, **variables) -> Path:
     before = lab.run_ids()
     done = observe(lab, **variables)
@@ -85,7 +90,8 @@ def postgresql(lab):
         conninfo = instance.account("observer", "observer-secret", here, "pg_read_all_settings")
         connect = lambda: psycopg2.connect(f"{instance.conninfo()} dbname=app password=postgres-secret")  # noqa: E731
         with Traffic(connect, "SELECT count(*) FROM hot WHERE k BETWEEN %s AND %s", POSTGRESQL_KEYS,
-                     [(12.0, "SELECT sum(length(pad)) FROM cold"), (16.0, "DROP TABLE doomed")]) as traffic:
+                     [(12.0, "SELECT sum(length(pad)) FROM cold"), (16.0, "DROP TABLE doomed")],
+                     window_begun(lab)) as traffic:
             run_dir = observed_run(lab, engine="postgresql", conninfo=conninfo)
         assert traffic.errors == [] and traffic.lookups > 100, (traffic.errors, traffic.lookups)
         fast = Path(lab.root, "tiers", "optane", "own-postgresql-fast")
@@ -115,7 +121,7 @@ def mariadb(lab):
         instance.sql("GRANT SELECT ON performance_schema.* TO 'observer'@'localhost'")
         connect = lambda: pymysql.connect(unix_socket=str(instance.socket), user="root", database="app")  # noqa: E731
         with Traffic(connect, "SELECT count(*) FROM hot WHERE k BETWEEN %s AND %s", MARIADB_KEYS,
-                     [(12.0, "SELECT sum(length(pad)) FROM cold")]) as traffic:
+                     [(12.0, "SELECT sum(length(pad)) FROM cold")], window_begun(lab)) as traffic:
             run_dir = observed_run(lab, engine="mariadb", client_file=str(client_file))
         assert traffic.errors == [] and traffic.lookups > 100, (traffic.errors, traffic.lookups)
         fast = Path(lab.root, "tiers", "optane", "own-mariadb-fast")
