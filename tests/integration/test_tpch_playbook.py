@@ -268,15 +268,18 @@ def test_a_playbook_on_a_root_a_study_holds_is_refused_and_the_study_s_lock_take
             study.communicate(timeout=60)
     assert study.returncode == 0, said
     assert refused.returncode != 0
-    assert (f"this tierlab root is locked by `{held['command']}` (pid {study.pid}, since {held['taken_at']}), which "
-            "still runs: wait for it to end") in refused.stdout
+    # Ansible prints the refusal as JSON, the study's own command line (its --extra-vars) escaped
+    refusal = refused.stdout.replace('\\"', '"')
+    # the holder is the study, named with the run its point was making when it took the lock
+    assert (f"this tierlab root is locked by `{held['command']}` (pid {study.pid}, run {held['run_id']}, since "
+            f"{held['taken_at']}), which still runs: wait for it to end") in refusal
     # the refused playbook made nothing: the study's directory is all that is new
     (new,) = lab.run_ids() - before
-    assert new.endswith("_held")
+    assert new.endswith("_held") and (lab.results_dir / new / held["run_id"]).is_dir()
     assert held["kind"] == "study" and json.loads(lock.read_text()) == held
     after = lab.playbook("tiers.yml")
-    assert (f"took over the root's lock from `{held['command']}` (pid {study.pid}, since {held['taken_at']}), which no "
-            "longer runs") in after.stdout
+    assert (f"took over the root's lock from `{held['command']}` (pid {study.pid}, run {held['run_id']}, since "
+            f"{held['taken_at']}), which no longer runs") in after.stdout.replace('\\"', '"')
     assert not lock.exists()
 
 
