@@ -44,7 +44,7 @@ repetitions: 2
 
 
 # the fixtures whose tests are left to make test-long: minutes each, for features of their own (real hosts)
-LONG_FIXTURES = {"two_hosts", "devices", "real_devices", "rebooted", "interrupted"}
+LONG_FIXTURES = {"two_hosts", "devices", "real_devices", "rebooted"}
 
 
 def pytest_collection_modifyitems(config, items):
