@@ -119,9 +119,24 @@ def test_a_lock_whose_holder_no_longer_runs_is_taken_over_with_a_note(state):
         f"20261127T000000Z_mariadb_tpch-sf0.01_C+O, since {taken_at}), which no longer runs")}
 
 
+def remote(pid: int, running: list[list[int]], machine: str = "controller-1") -> dict:
+    """A holder on a controller that is not this host, with the playbooks and studies that run there."""
+    return {"machine_id": machine, "pid": pid, "start_ticks": 7, "kind": "playbook", "command": "ansible-playbook x.yml",
+            "run_id": "", "running": running}
+
+
+def test_a_host_is_told_by_the_same_controller_whether_its_holder_still_runs(state):
+    root_lock.take(remote(4242, []))
+    assert "running" not in json.loads((state / "root-lock.json").read_text())
+    with pytest.raises(HostError, match="which still runs: wait for it to end"):
+        root_lock.take(remote(5353, [[4242, 7], [5353, 7]]))
+    assert root_lock.take(remote(5353, [[5353, 7]]))["note"].startswith(
+        "took over the root's lock from `ansible-playbook x.yml` (pid 4242, since ")
+
+
 def test_a_lock_held_from_another_controller_is_refused_with_how_to_remove_it(state):
     root_lock.take({**dead(), "machine_id": "elsewhere"})
-    with pytest.raises(HostError, match=f"on another controller \\(elsewhere\\), which cannot be checked from here: "
+    with pytest.raises(HostError, match=f"from another controller \\(elsewhere\\), which cannot be checked from here: "
                                         f"wait for it to end; if it has ended without releasing the lock, remove "
                                         f"{state / 'root-lock.json'}$"):
         root_lock.take(me())

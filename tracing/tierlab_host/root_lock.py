@@ -5,8 +5,10 @@ The lock is a file under the root's state directory naming its holder: the contr
 user started (the outermost `tierlab study`, else ansible-playbook; tierlab/runs/lock_holder.py), with its machine,
 pid, start time, command and run id. A second command on the root is refused with who holds it. A holder that no
 longer runs (its pid gone, or taken by a process that started at another time) left a stale lock, which the next
-command takes over, with a note. A holder on another controller cannot be checked for life and is refused, with
-how to remove its lock when that command is known to have ended.
+command takes over, with a note: the host looks for the holder itself when the controller is the host, and is
+told by the next command's controller when that is the holder's (the playbooks and studies running there). A
+holder on a third machine cannot be checked for life and is refused, with how to remove its lock when that command
+is known to have ended.
 """
 
 import contextlib
@@ -39,15 +41,19 @@ def machine_id() -> str:
     return found or socket.gethostname()
 
 
-def _alive(holder: dict) -> bool | None:
-    """Whether the holder still runs; None when it runs on another machine, where it cannot be looked at."""
-    if holder["machine_id"] != machine_id():
-        return None
-    try:
-        stat = Path("/proc", str(holder["pid"]), "stat").read_text()
-    except FileNotFoundError:
-        return False
-    return int(stat.rpartition(")")[2].split()[19]) == holder["start_ticks"]
+def _alive(holder: dict, asking: dict) -> bool | None:
+    """Whether the holder still runs: looked at here when it runs on this machine, else known from the playbooks and
+    studies that run on the asking command's controller when that is the holder's (`running`); None when it runs on
+    a third machine, which cannot be looked at."""
+    if holder["machine_id"] == machine_id():
+        try:
+            stat = Path("/proc", str(holder["pid"]), "stat").read_text()
+        except FileNotFoundError:
+            return False
+        return int(stat.rpartition(")")[2].split()[19]) == holder["start_ticks"]
+    if holder["machine_id"] == asking["machine_id"]:
+        return [holder["pid"], holder["start_ticks"]] in asking["running"]
+    return None
 
 
 def _same(one: dict, other: dict) -> bool:
@@ -67,9 +73,9 @@ def take(holder: dict) -> dict:
             return {"changed": False, "note": ""}
         note = ""
         if current:
-            alive = _alive(current)
+            alive = _alive(current, holder)
             if alive is None:
-                raise HostError(f"this tierlab root is locked by {_who(current)} on another controller "
+                raise HostError(f"this tierlab root is locked by {_who(current)} from another controller "
                                 f"({current['machine_id']}), which cannot be checked from here: wait for it to end; if "
                                 f"it has ended without releasing the lock, remove {lock_path()}")
             if alive:
@@ -77,8 +83,9 @@ def take(holder: dict) -> dict:
                                 f"end, or stop it (Ctrl-C, or kill {current['pid']}); one command at a time changes "
                                 "a root, and another tierlab_root lets two run side by side")
             note = f"took over the root's lock from {_who(current)}, which no longer runs"
-        lock_path().write_text(json.dumps({**holder, "taken_at": datetime.now(UTC).isoformat(timespec="seconds")},
-                                        indent=1))
+        kept = {key: value for key, value in holder.items() if key != "running"}
+        lock_path().write_text(json.dumps({**kept, "taken_at": datetime.now(UTC).isoformat(timespec="seconds")},
+                                          indent=1))
         return {"changed": True, "note": note}
 
 

@@ -35,9 +35,25 @@ def _kind(argv: list[str]) -> str | None:
     return None
 
 
+def running() -> list[list[int]]:
+    """[pid, start ticks] of every playbook and study that runs on this machine: a host that is not the controller
+    learns from it whether a holder of its lock from this controller still runs."""
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if _kind(_cmdline(int(entry.name))):
+                found.append([int(entry.name), _parent_and_start(int(entry.name))[1]])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
 def holder(pid: int) -> dict:
     """The outermost study, else the outermost playbook, among pid and its ancestors: its pid, start time (clock
-    ticks after boot, as /proc/PID/stat gives it), command line and kind, with this machine's identity."""
+    ticks after boot, as /proc/PID/stat gives it), command line and kind, with this machine's identity and the
+    playbooks and studies that run on it (running)."""
     found: dict[str, tuple[int, int, list[str]]] = {}
     while pid > 1:
         parent, start = _parent_and_start(pid)
@@ -50,4 +66,5 @@ def holder(pid: int) -> dict:
     if kind not in found:
         raise RuntimeError("no ansible-playbook or tierlab study among this process's ancestors")
     pid, start, argv = found[kind]
-    return {"machine_id": machine_id(), "pid": pid, "start_ticks": start, "kind": kind, "command": " ".join(argv)}
+    return {"machine_id": machine_id(), "pid": pid, "start_ticks": start, "kind": kind, "command": " ".join(argv),
+            "running": running()}
