@@ -29,23 +29,16 @@ def test_the_evidence_is_the_traced_run_s_queries_with_their_measured_times(advi
     assert result["traced_s"] == pytest.approx(queries["elapsed_s"].sum(), rel=1e-5)
 
 
-# how far a prediction may fall outside the range of a layout's two runs, below and above it. Above is wider: the
-# model over-predicts ALL from C+O's trace, by 1.20x, 1.26x and 1.275x the slower of ALL's two runs in three runs
-# of the suite (0.58 s against 0.435/0.484 s; 0.617 s against 0.482/0.484 s), a bias not yet understood (a model
-# study is open) that 1.25 straddled
-BELOW, ABOVE = 1.25, 1.35
-
-
 def test_the_layouts_not_traced_are_predicted_near_what_they_measured(advice, layouts):
-    """From C+O's trace alone: None and ALL near the range of their two runs in the layouts study (BELOW, ABOVE).
-    The range, not one figure: at this scale a layout's two runs differ by up to 15% (None 1.54 s and 1.79 s), and
-    a prediction is not judged finer than the runs it is held against."""
+    """From C+O's trace alone: None and ALL within 25% of the range of their two runs in the layouts study. The
+    range, not one figure: at this scale a layout's two runs differ by 10-15% (ALL: 0.435 s and 0.484 s in one run
+    of the suite, None 1.54 s and 1.79 s), and a prediction is not judged finer than the runs it is held against."""
     _, out = advice
     predicted = read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
     for layout in ("None", "ALL"):
         measured = [read_csv(layouts["runs"][(layout, repetition)] / "tables" / "queries.csv")["elapsed_s"].sum()
                     for repetition in (1, 2)]
-        assert min(measured) / BELOW <= predicted[layout] <= max(measured) * ABOVE, (layout, measured, predicted[layout])
+        assert min(measured) / 1.25 <= predicted[layout] <= max(measured) * 1.25, (layout, measured, predicted[layout])
 
 
 def test_every_layout_is_predicted_and_lineitem_on_the_fast_tier_helps_q3_most(advice):
