@@ -47,6 +47,7 @@ def tier_specs() -> list[dict]:
              "filesystem": "ext4", "path": str(BENCH_ROOT / "tiers" / name), "image": str(BENCH_ROOT / "images" / f"{name}.img"),
              "size_bytes": DEVICE_BYTES, "profile_file": str(ROOT / "emulator" / "profiles" / f"{name}.toml"),
              "emulator": str(ROOT / "emulator" / "tierlab-emu"), "emulator_mountpoint": str(BENCH_ROOT / "mnt" / name),
+             "probe": str(ROOT / "emulator" / "tierlab-probe"),
              "dilation": "auto", "read_ahead_kb": None, "throttle": {}}
             for name in PROFILES]
 
@@ -75,7 +76,8 @@ def main() -> None:
         results = {}
         for name, device in devices.items():
             fio.touch(device, SPAN_BYTES)
-            results[name] = [fio.job(device, "randread", 4096, depth, args.runtime_s, SPAN_BYTES) for depth in (1, 32)]
+            results[name] = [fio.run_job(device, "randread", 4096, depth, args.runtime_s, SPAN_BYTES, ("--readonly",))["read"]
+                             for depth in (1, 32)]
         check = agent_on("tiers-check", [s for s in specs if s["name"] != "passthrough"], "--runtime-s", "2")
     finally:
         agent("teardown")
