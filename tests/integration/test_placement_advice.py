@@ -30,15 +30,24 @@ def test_the_evidence_is_the_traced_run_s_queries_with_their_measured_times(advi
 
 
 def test_the_layouts_not_traced_are_predicted_near_what_they_measured(advice, layouts):
-    """From C+O's trace alone: None and ALL within 25% of the range of their two runs in the layouts study. The
-    range, not one figure: at this scale a layout's two runs differ by 10-15% (ALL: 0.435 s and 0.484 s in one run
-    of the suite, None 1.54 s and 1.79 s), and a prediction is not judged finer than the runs it is held against."""
+    """From C+O's trace alone: None's and ALL's time relative to C+O's within 25% of the range their runs in the
+    layouts study give. A prediction is the traced run's time re-costed, so it carries that run's own luck: this
+    host stalls a request now and then for milliseconds (a thread sleeping 1 ms here overshoots by 1.9 ms at
+    p99.9, by 4.4 ms at most, at idle), and one run of C+O took 1.44 s where its twin took 0.98 s, with 84 of
+    q03's requests over 1 ms against 2. So the prediction is judged as the ratio it is, against the ratios of
+    every run of the layout to every run of C+O, not against absolute times the traced run's luck shifts."""
     _, out = advice
     predicted = read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
+
+    def measured(layout: str) -> list[float]:
+        return [read_csv(layouts["runs"][(layout, repetition)] / "tables" / "queries.csv")["elapsed_s"].sum()
+                for repetition in (1, 2)]
+
+    traced = measured("C+O")
+    assert predicted["C+O"] == pytest.approx(traced[0], rel=1e-5)
     for layout in ("None", "ALL"):
-        measured = [read_csv(layouts["runs"][(layout, repetition)] / "tables" / "queries.csv")["elapsed_s"].sum()
-                    for repetition in (1, 2)]
-        assert min(measured) / 1.25 <= predicted[layout] <= max(measured) * 1.25, (layout, measured, predicted[layout])
+        ratios = [time / base for time in measured(layout) for base in traced]
+        assert min(ratios) / 1.25 <= predicted[layout] / traced[0] <= max(ratios) * 1.25, (layout, ratios, predicted[layout])
 
 
 def test_every_layout_is_predicted_and_lineitem_on_the_fast_tier_helps_q3_most(advice):
