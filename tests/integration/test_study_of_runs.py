@@ -2,6 +2,7 @@
 against what they measured, a buffer pool study advised on, and a study spread over two hosts."""
 
 import json
+import re
 import statistics
 
 import pytest
@@ -19,6 +20,9 @@ def test_an_interrupted_study_keeps_its_finished_point_and_resumes_with_the_rest
     assert (f"5 of 6 points have no ok run (study.json says why, where one ran); run them with: tierlab study "
             f"--resume {study_dir}") in layouts["interrupted"]
     assert [(p["point"], p["status"]) for p in layouts["after_interrupt"]["points"]] == [(1, "ok")]
+    # each query try as it ends, passed on from the playbook
+    assert re.search(r"^    q01_try1 \(1 of 2\): ok in \d+\.\d+ s; about \d+ s left", layouts["resumed"], re.M), \
+        layouts["resumed"][-3000:]
     points = layouts["record"]["points"]
     assert [(p["point"], p["status"]) for p in points] == [(n, "ok") for n in range(1, 7)]
     assert points[0]["run_id"] == layouts["after_interrupt"]["points"][0]["run_id"]

@@ -49,8 +49,9 @@ from ..runs.settings import default_text, validate
 STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SCHEMA_VERSION = 1
-# the playbook's progress lines (a query's end, a phase's progress) that the study passes on as they come
-PROGRESS_LINE = re.compile(r'^\s*"msg": "(.*\(\d+ of \d+\).*)"$')
+# the playbook's line for each query try as it ends (`HOST: q03_try1 (2 of 22): ok in ...`, the run_queries role's
+# tierlab_follow_loop), which the study passes on as it comes
+PROGRESS_LINE = re.compile(r"^\S+: (\S+ \(\d+ of \d+\): .*)$")
 
 
 def _scalar(where: str, value) -> str:

@@ -2,9 +2,10 @@
 task for the whole loop. A task per try forked a controller worker and ran a module on the host while the next
 query ran; here each poll is a `tail` of the lines not yet seen.
 
-Arguments: path (the host's run.log), pending (the labels of the tries the loop runs), try_timeout_s (how long a
-try may take before the loop counts as hung). Fails with the loop's own `failed: WHY`, or when no try ends in
-try_timeout_s."""
+Arguments: path (the host's run.log), pending (the labels of the tries the loop runs), jid (the loop's async job),
+try_timeout_s (how long a try may take before the loop counts as hung). Fails with the loop's own `failed: WHY`;
+when the loop's job ended without `done` (killed, or refused before its loop began), with what the job said; and
+when no try ends in try_timeout_s."""
 
 import re
 import shlex
@@ -20,32 +21,44 @@ TRY_LINE = re.compile(r"^(?P<label>\S+) (?P<status>\S+) (?P<elapsed_s>\d+\.\d+)$
 FAILED = "failed: "
 DONE = "done"
 POLL_S = 1.0
+# a loop quiet for this long is asked whether its job still runs (a module run on the host, so not every poll)
+JOB_CHECK_S = 10.0
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("path", "pending", "try_timeout_s"))
+    _VALID_ARGS = frozenset(("path", "pending", "jid", "try_timeout_s"))
 
     def _new_lines(self, path: str, seen: int) -> list[str]:
         """The whole lines of path after its first `seen` (a line still being written waits for the next poll)."""
         done = self._low_level_execute_command(f"tail -n +{seen + 1} {shlex.quote(path)} 2>/dev/null", sudoable=False)
         text = done.get("stdout", "")
-        return text[:text.rfind("\n") + 1].splitlines()
+        return text.split("\n")[:-1]
+
+    def _job_ended(self, jid: str, task_vars: dict) -> dict | None:
+        """The loop's async job's result once it has ended, else None (as async_status finds it)."""
+        async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
+        job = self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
+                                   module_args={"jid": jid, "_async_dir": async_dir})
+        return job if job.get("finished") else None
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        path = self._task.args["path"]
+        path, jid = self._task.args["path"], self._task.args["jid"]
         pending = list(self._task.args["pending"])
         try_timeout_s = float(self._task.args["try_timeout_s"])
         host = task_vars.get("inventory_hostname", "")
-        started = last_end = time.monotonic()
-        seen, ended = 0, 0
+        started = last_end = last_line = last_check = time.monotonic()
+        seen, ended, job = 0, 0, None
         while True:
             lines = self._new_lines(path, seen)
             seen += len(lines)
+            now = time.monotonic()
+            if lines:
+                last_line = now
             for line in lines:
                 if line == DONE:
-                    result.update(changed=False, tries=ended, wall_s=round(time.monotonic() - started, 3))
+                    result.update(changed=False, tries=ended, wall_s=round(now - started, 3))
                     return result
                 if line.startswith(FAILED):
                     raise AnsibleActionFail(f"the query loop stopped: {line.removeprefix(FAILED)}")
@@ -54,13 +67,22 @@ class ActionModule(ActionBase):
                     display.display(f"{host}: {line}")
                     continue
                 ended += 1
-                last_end = time.monotonic()
-                per_try_s = (last_end - started) / ended
+                last_end = now
                 display.display(
                     f"{host}: {found['label']} ({ended} of {len(pending)}): {found['status']} in "
-                    f"{float(found['elapsed_s']):.2f} s; about {round(per_try_s * (len(pending) - ended))} s left "
-                    "(from the wall time of the tries so far)")
-            if time.monotonic() - last_end > try_timeout_s:
+                    f"{float(found['elapsed_s']):.2f} s; about {round((now - started) / ended * (len(pending) - ended))} "
+                    "s left (from the wall time of the tries so far)")
+            if job is not None:
+                said = " ".join(str(job.get("stderr") or job.get("msg") or "").split())[-2000:]
+                raise AnsibleActionFail(f"the query loop ended without saying it was done ({ended} of {len(pending)} "
+                                        f"tries ended; rc {job.get('rc')}): {said or 'it said nothing'}")
+            if now - last_end > try_timeout_s:
                 raise AnsibleActionFail(f"no query try ended in {try_timeout_s:.0f} s ({ended} of {len(pending)} "
                                         f"ended; {path} says no more): the query loop hangs")
+            if now - last_line > JOB_CHECK_S and now - last_check > JOB_CHECK_S:
+                last_check = now
+                # read run.log once more after the job's end: its last lines were written before it ended
+                job = self._job_ended(jid, task_vars)
+                if job is not None:
+                    continue
             time.sleep(POLL_S)
