@@ -39,11 +39,11 @@ def test_the_loop_cuts_a_torn_row_off_keeps_it_aside_and_says_so(tmp_path):
         "try runs again\n")
 
 
-def test_a_whole_last_row_without_its_newline_is_kept(tmp_path):
+def test_a_whole_last_row_without_its_newline_is_kept_and_given_its_newline(tmp_path):
     whole = json.dumps({"query": "q01", "try": 1, "status": "ok"})
     (tmp_path / "queries.jsonl").write_text(whole)
     _cut_torn_row(tmp_path)
-    assert (tmp_path / "queries.jsonl").read_text() == whole
+    assert (tmp_path / "queries.jsonl").read_text() == whole + "\n"
     assert not (tmp_path / "torn_rows.txt").exists()
 
 

@@ -83,14 +83,25 @@ def test_a_process_is_waited_for_as_long_as_its_clean_up_works(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", CLEANS_UP, "2"], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline() == "ready\n"
     child.send_signal(signal.SIGTERM)
-    took = wait_while_working(child.pid, 0.5, lambda: True)
-    assert took is not None and took >= 2
+    took, ended = wait_while_working(child.pid, 0.5, 60, lambda: True)
+    assert ended and took >= 2
     assert child.wait(timeout=10) == 0
 
 
 def test_a_process_that_does_nothing_is_given_up_on_after_the_stall(tmp_path):
     child = start(tmp_path, "SIGTERM")
     child.send_signal(signal.SIGTERM)
-    assert wait_while_working(child.pid, 0.5, lambda: True) is None
+    took, ended = wait_while_working(child.pid, 0.5, 60, lambda: True)
+    assert not ended and 0.5 <= took < 5
+    child.kill()
+    child.wait(timeout=10)
+
+
+def test_a_clean_up_that_works_past_the_limit_is_given_up_on_at_the_limit(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", CLEANS_UP, "30"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\n"
+    child.send_signal(signal.SIGTERM)
+    took, ended = wait_while_working(child.pid, 0.5, 1.0, lambda: True)
+    assert not ended and 1.0 <= took < 5
     child.kill()
     child.wait(timeout=10)

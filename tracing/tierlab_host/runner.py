@@ -106,13 +106,16 @@ def _rows(rows_file: Path) -> list[dict]:
 
 def _cut_torn_row(raw: Path) -> None:
     """Cut a torn last row off raw/queries.jsonl, so that the rows appended after it start on a line of their own;
-    what was cut is kept in raw/torn_rows.txt and said in the progress log."""
+    what was cut is kept in raw/torn_rows.txt and said in the progress log. A whole last row whose newline was not
+    written gets it, for the same reason."""
     rows_file = raw / "queries.jsonl"
     if not rows_file.exists():
         return
     text = rows_file.read_text()
     tail = _torn_tail(text)
     if not tail:
+        if text and not text.endswith("\n"):
+            _append_text(rows_file, "\n")
         return
     with open(raw / "torn_rows.txt", "a") as f:
         f.write(f"{_now()} cut from the end of queries.jsonl: {tail}\n")
@@ -127,11 +130,15 @@ def _done_tries(rows_file: Path) -> set[tuple[str, int]]:
     return {(row["query"], row["try"]) for row in _rows(rows_file)}
 
 
-def _append(path: Path, row: dict) -> None:
+def _append_text(path: Path, text: str) -> None:
     with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _append(path: Path, row: dict) -> None:
+    _append_text(path, json.dumps(row) + "\n")
 
 
 def drop_os_caches() -> None:
@@ -146,8 +153,9 @@ def _cold_restart(db) -> None:
 
 
 # a query loop stopped by teardown is waited for as long as its clean-up works; one that does nothing for this long
-# (hung) is killed
+# (hung), or works for longer than the other, is killed
 STALL_S = 60
+CLEAN_UP_LIMIT_S = 900
 
 
 class Stopped(HostError):
@@ -568,18 +576,18 @@ def require_root_free(resuming: str = "") -> dict:
 def stop_recorded(entry: dict) -> dict:
     """Stop a recorded query loop that still runs (its command line names its spec), as a user's SIGTERM does:
     its clients killed, its tracing instance removed. It is waited for as long as that clean-up works, and killed
-    once it has done nothing for STALL_S. What happened: {"waited_s", "killed"}."""
+    once it has done nothing for STALL_S (or worked for CLEAN_UP_LIMIT_S). What happened: {"waited_s", "killed"}."""
     def ours() -> bool:
         return entry["marker"] in cmdline(entry["pid"])
 
     outcome = {"waited_s": 0.0, "killed": False}
     if ours():
         signal_process(entry["pid"], signal.SIGTERM)
-        waited = wait_while_working(entry["pid"], STALL_S, ours)
-        if waited is None:
+        waited_s, ended = wait_while_working(entry["pid"], STALL_S, CLEAN_UP_LIMIT_S, ours)
+        if not ended:
             signal_process(entry["pid"], signal.SIGKILL)
             wait_gone(entry["pid"], KILL_WAIT_S)
-        outcome = {"waited_s": STALL_S if waited is None else waited, "killed": waited is None}
+        outcome = {"waited_s": waited_s, "killed": not ended}
     record.remove(entry)
     return outcome
 

@@ -186,18 +186,19 @@ def _work(pid: int) -> tuple | None:
     return fields[11], fields[12], io
 
 
-def wait_while_working(pid: int, stall_s: float, is_ours: Callable[[], bool]) -> float | None:
-    """Wait for a process to end for as long as it works (its CPU time or its I/O moves, as a clean-up's does):
-    the seconds it took, or None once it has done nothing for stall_s (hung)."""
+def wait_while_working(pid: int, stall_s: float, limit_s: float, is_ours: Callable[[], bool]) -> tuple[float, bool]:
+    """Wait for a process to end for as long as it works (its CPU time or its I/O moves, as a clean-up's does), but
+    at most limit_s (a clean-up that polls for ever moves too): the seconds waited, and whether it ended (False once
+    it has done nothing for stall_s, or worked for limit_s)."""
     started = time.monotonic()
     last, moved = _work(pid), started
     while not wait_gone(pid, 0.2) and is_ours():
-        now = _work(pid)
+        now, at = _work(pid), time.monotonic()
         if now != last:
-            last, moved = now, time.monotonic()
-        elif time.monotonic() - moved > stall_s:
-            return None
-    return round(time.monotonic() - started, 1)
+            last, moved = now, at
+        if at - moved > stall_s or at - started > limit_s:
+            return round(at - started, 1), False
+    return round(time.monotonic() - started, 1), True
 
 
 def stop_process(pid: int, steps: list[tuple[int, float]], is_ours: Callable[[], bool]) -> bool:
