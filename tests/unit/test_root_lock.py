@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlab.runs.lock_holder import holder
+from tierlab.runs.lock_holder import holder, shown
 from tierlab_host import record, root_lock
 from tierlab_host.system import HostError
 
@@ -148,3 +148,11 @@ def test_only_the_holder_releases_the_lock(state):
     assert (state / "root-lock.json").exists()
     assert root_lock.release(me()) == {"changed": True}
     assert not (state / "root-lock.json").exists()
+
+
+def test_an_extra_vars_value_that_may_hold_a_password_is_not_shown_in_the_lock():
+    argv = ["ansible-playbook", "observe.yml", "-e", "conninfo='host=db password=hunter2'", "-e", "layout=C+O",
+            "--extra-vars=token=abc", "-eapi_secret=x"]
+    assert shown(argv) == (
+        "ansible-playbook observe.yml -e (a value not shown: it may hold a password) -e layout=C+O "
+        "--extra-vars=(a value not shown: it may hold a password) -e(a value not shown: it may hold a password)")

@@ -2,10 +2,14 @@
 ancestors on the controller (the outermost `tierlab study`, else the outermost ansible-playbook), so that a
 study's points share their study's lock, and a dead holder is told from a live one by its start time."""
 
+import re
 import socket
 from pathlib import Path
 
 PROC = Path("/proc")
+# an extra-vars value that may hold a secret (a conninfo's password, say): the lock file and refusals leave it out
+SECRET = re.compile(r"pass|secret|token", re.I)
+HIDDEN = "(a value not shown: it may hold a password)"
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -33,6 +37,21 @@ def _kind(argv: list[str]) -> str | None:
     if any(name.startswith("ansible-playbook") for name in names):
         return "playbook"
     return None
+
+
+def shown(argv: list[str]) -> str:
+    """The command line as the lock file and its refusals show it: an -e value that may hold a secret left out."""
+    out: list[str] = []
+    for arg in argv:
+        if SECRET.search(arg):
+            if out[-1:] in (["-e"], ["--extra-vars"]):
+                arg = HIDDEN
+            elif arg.startswith("--extra-vars="):
+                arg = f"--extra-vars={HIDDEN}"
+            elif arg.startswith("-e"):
+                arg = f"-e{HIDDEN}"
+        out.append(arg)
+    return " ".join(out)
 
 
 def running() -> list[list[int]]:
@@ -66,5 +85,5 @@ def holder(pid: int) -> dict:
     if kind not in found:
         raise RuntimeError("no ansible-playbook or tierlab study among this process's ancestors")
     pid, start, argv = found[kind]
-    return {"machine_id": machine_id(), "pid": pid, "start_ticks": start, "kind": kind, "command": " ".join(argv),
+    return {"machine_id": machine_id(), "pid": pid, "start_ticks": start, "kind": kind, "command": shown(argv),
             "running": running()}
