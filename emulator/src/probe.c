@@ -105,8 +105,12 @@ static void run(struct job *j, unsigned iodepth, uint64_t runtime_ns, double *el
 	memset(cbs, 0, sizeof cbs);
 	for (unsigned i = 0; i < iodepth; i++) {
 		void *buffer;
-		if (posix_memalign(&buffer, ALIGN_BYTES, j->block_bytes) != 0)
+		int err = posix_memalign(&buffer, ALIGN_BYTES, j->block_bytes);
+		if (err != 0) {
+			/* it returns its error, and leaves errno, which fail() reports, as it was */
+			errno = err;
 			fail("posix_memalign");
+		}
 		cbs[i].aio_fildes = (uint32_t)j->fd;
 		cbs[i].aio_lio_opcode = IOCB_CMD_PREAD;
 		cbs[i].aio_buf = (uint64_t)(uintptr_t)buffer;
@@ -176,11 +180,15 @@ int main(int argc, char **argv)
 	if (argc != 7)
 		return usage();
 	const char *target = argv[1], *rw = argv[2];
-	char *end;
-	uint64_t block_bytes = strtoull(argv[3], &end, 10);
-	unsigned long iodepth = strtoul(argv[4], &end, 10);
-	double runtime_s = strtod(argv[5], &end);
-	uint64_t span_bytes = strtoull(argv[6], &end, 10);
+	char *ends[4];
+	uint64_t block_bytes = strtoull(argv[3], &ends[0], 10);
+	unsigned long iodepth = strtoul(argv[4], &ends[1], 10);
+	double runtime_s = strtod(argv[5], &ends[2]);
+	uint64_t span_bytes = strtoull(argv[6], &ends[3], 10);
+	/* a number followed by anything ("0.2s", "16M") is not taken for its prefix */
+	for (int i = 0; i < 4; i++)
+		if (ends[i] == argv[3 + i] || *ends[i] != '\0')
+			return usage();
 	int random = strcmp(rw, "randread") == 0;
 	if ((!random && strcmp(rw, "read") != 0) || block_bytes == 0 || block_bytes % 512 != 0 || iodepth < 1 ||
 	    iodepth > MAX_IODEPTH || !(runtime_s > 0 && runtime_s <= 3600) || span_bytes < block_bytes)

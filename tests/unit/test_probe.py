@@ -50,6 +50,9 @@ def test_a_job_reports_its_requests_rate_and_ordered_latency_percentiles(probe, 
     ["read", "4096", "1", "0", str(SPAN_BYTES)],
     ["read", "4096", "1", "0.2", "2048"],
     ["read", "4096", "1", "0.2"],
+    ["read", "4096", "1", "0.2s", str(SPAN_BYTES)],
+    ["read", "4096", "1", "0.2", "16M"],
+    ["read", "", "1", "0.2", str(SPAN_BYTES)],
 ])
 def test_a_job_it_cannot_run_as_given_is_refused_with_its_usage(probe, target, args):
     done = run(probe, target, *args)
