@@ -216,15 +216,14 @@ class Postgresql:
                         timeout_s=24 * 3600, check=False)
             if moved.returncode != 0:
                 # PostgreSQL undoes a move it cannot finish: the relation stays whole in its tablespace
-                room = ""
+                advice = "Mend what PostgreSQL says"
                 if "No space left on device" in moved.stderr:
                     ((location,),) = self.rows(f"SELECT pg_tablespace_location(oid) FROM pg_tablespace "
                                                f"WHERE spcname = '{target}'", database)
-                    room = f"; {no_room(Path(location))}"
+                    advice = f"{no_room(Path(location))}: free space there, or choose a layout that fits"
                 raise HostError(f"moving {kind.lower()} {relation} ({int(size) / 2**20:.1f} MiB) to tablespace {target} "
-                                f"failed: {moved.stderr.strip()}{room}; it stays whole in {tablespace}, and what "
-                                "moved before it stays moved. Free space there, or choose a layout that fits, then "
-                                "resume the run")
+                                f"failed: {moved.stderr.strip()}; it stays whole in {tablespace}, and what moved "
+                                f"before it stays moved. {advice}, then resume the run")
             moves.append({"object": relation, "from": tablespace, "to": target, "size_bytes": int(size),
                           "move_s": round(time.monotonic() - started, 3)})
         return moves
