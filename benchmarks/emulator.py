@@ -8,28 +8,50 @@ random reads at queue depths 1 and 32 on each and prints IOPS, p50 and p99;
 the emulator's added latency is passthrough minus bare. Then the host floor,
 the dilation k the calibration chose, and the self-check of optane and nand
 with each contrast's verdict. Targets (issue 4): added p50 <= 30 us at QD1,
->= 50k IOPS at QD32; (issue 8) every contrast faithful. Needs root, fio and
-libfuse3-dev; removes everything it made.
+>= 50k IOPS at QD32; (issue 8) every contrast faithful.
+
+The floor: a pass-through request's time split into its parts, each measured
+on its own path (tierlab-probe, 4 and 64 KiB random reads at queue depth 1, the
+median of interleaved rounds): the RAM file read directly (the system call and
+the copy), a loop device on it (the loop device's part), the emulator's file
+read directly with its model off (the FUSE round trip and the emulator's
+threads, serving from its mapped backing file), and a loop device on that (the
+path the tiers take). Where the host has the haltpoll knob, the wake-ups: a
+read after 0.5 ms of idling (another tier's read, in a hybrid layout) against
+one back to back, with the vCPUs' halt polling at the host's own value and at
+tierlab's. Needs root, fio and libfuse3-dev; removes everything it made.
 
     .venv/bin/python benchmarks/emulator.py --runtime-s 5
 """
 
 import argparse
 import json
+import mmap
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tracing"))
-from tierlab_host import fio  # noqa: E402  (the agent is a directory, not an installed package)
+from tierlab_host import fio, probe  # noqa: E402  (the agent is a directory, not an installed package)
+from tierlab_host.emulator import HALT_POLL_KNOB, control  # noqa: E402
 
 BENCH_ROOT = Path("/var/lib/tierlab-bench")
 DEVICE_BYTES = 1 << 30
 SPAN_BYTES = 512 << 20
 PROFILES = ("passthrough", "optane", "nand")
+PROBE = ROOT / "emulator" / "tierlab-probe"
+FLOOR_SIZES = (4096, 65536)
+FLOOR_ROUNDS = 7
+FLOOR_JOB_S = 0.3
+# a read after this long idle, as a hybrid layout's fast-tier read after a dilated capacity-tier read
+IDLE_GAP_S = 0.0005
+IDLE_READS = 1000
 
 
 def agent(*args: str) -> str:
@@ -47,7 +69,7 @@ def tier_specs() -> list[dict]:
              "filesystem": "ext4", "path": str(BENCH_ROOT / "tiers" / name), "image": str(BENCH_ROOT / "images" / f"{name}.img"),
              "size_bytes": DEVICE_BYTES, "profile_file": str(ROOT / "emulator" / "profiles" / f"{name}.toml"),
              "emulator": str(ROOT / "emulator" / "tierlab-emu"), "emulator_mountpoint": str(BENCH_ROOT / "mnt" / name),
-             "probe": str(ROOT / "emulator" / "tierlab-probe"),
+             "probe": str(PROBE),
              "dilation": "auto", "read_ahead_kb": None, "throttle": {}}
             for name in PROFILES]
 
@@ -57,6 +79,82 @@ def agent_on(command: str, specs: list[dict], *args: str) -> dict:
         json.dump(specs, spec_file)
         spec_file.flush()
         return json.loads(agent(command, spec_file.name, *args))
+
+
+def direct_io_on(path: Path) -> bool:
+    """Whether path's file system takes O_DIRECT (tmpfs does from Linux 6.6)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+    except OSError:
+        return False
+    return True
+
+
+def floor_p50s(targets: dict[str, str]) -> dict[tuple[str, int], float]:
+    """Each target's QD1 random-read p50 at each size, the median over interleaved rounds."""
+    rounds: dict[tuple[str, int], list[float]] = {}
+    for _ in range(FLOOR_ROUNDS):
+        for name, target in targets.items():
+            for size in FLOOR_SIZES:
+                found = probe.job(str(PROBE), target, "randread", size, 1, FLOOR_JOB_S, SPAN_BYTES)
+                rounds.setdefault((name, size), []).append(found["lat_us"]["p50"])
+    return {key: statistics.median(p50s) for key, p50s in rounds.items()}
+
+
+def read_p50_us(device: str, gap_s: float) -> float:
+    """The p50 of 16 KiB reads at random offsets, one at a time, gap_s apart (0: back to back)."""
+    fd = os.open(device, os.O_RDONLY | os.O_DIRECT)
+    buffer = mmap.mmap(-1, 16384)
+    rng = random.Random(7)
+    took = []
+    try:
+        for _ in range(IDLE_READS):
+            if gap_s:
+                time.sleep(gap_s)
+            start = time.perf_counter_ns()
+            os.preadv(fd, [buffer], rng.randrange(SPAN_BYTES // 16384) * 16384)
+            took.append((time.perf_counter_ns() - start) / 1000)
+    finally:
+        os.close(fd)
+    return statistics.median(took)
+
+
+def wakeups(device: str, poll_ns: dict[str, int]) -> dict[tuple[str, str], float]:
+    """A read back to back and after an idle gap, with the vCPUs' halt polling at each value (interleaved)."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for _ in range(3):
+        for setting, value in poll_ns.items():
+            HALT_POLL_KNOB.write_text(f"{value}\n")
+            for gap, gap_s in (("back to back", 0.0), ("after 0.5 ms idle", IDLE_GAP_S)):
+                found.setdefault((setting, gap), []).append(read_p50_us(device, gap_s))
+    return {key: statistics.median(p50s) for key, p50s in found.items()}
+
+
+def print_floor(p50: dict[tuple[str, int], float], woken: dict[tuple[str, str], float]) -> None:
+    print(f"\nThe floor: pass-through p50 at QD1 (tierlab-probe randread, median of {FLOOR_ROUNDS} rounds of "
+          f"{FLOOR_JOB_S:g} s), us")
+    print(f"{'path':<34} {'4 KiB':>7} {'64 KiB':>7}")
+    for name in dict.fromkeys(name for name, _ in p50):
+        print(f"{name:<34} {p50[name, 4096]:>7.1f} {p50[name, 65536]:>7.1f}")
+    loop, fuse, both = (p50[name, 4096] for name in ("loop on RAM file", "FUSE file", "loop on FUSE file"))
+    print("\nits parts at 4 KiB, us")
+    if ("RAM file", 4096) in p50:
+        ram = p50["RAM file", 4096]
+        print(f"{'the system call and the copy from RAM':<52} {ram:>6.1f}")
+        print(f"{'the loop device (loop on RAM - RAM)':<52} {loop - ram:>6.1f}")
+        print(f"{'FUSE and the emulator (FUSE file - RAM)':<52} {fuse - ram:>6.1f}")
+        print(f"{'the two stacked, beyond their parts':<52} {both - loop - fuse + ram:>6.1f}")
+    else:
+        print("(this kernel's tmpfs takes no O_DIRECT, so the RAM file is not read directly: Linux 6.6 or later)")
+        print(f"{'the loop device and the system call (loop on RAM)':<52} {loop:>6.1f}")
+        print(f"{'FUSE, the emulator and the system call (FUSE file)':<52} {fuse:>6.1f}")
+    per_kib = (p50["loop on FUSE file", 65536] - both) / 60
+    print(f"{'the data, per KiB (loop on FUSE, 64 KiB - 4 KiB) / 60':<52} {per_kib:>6.2f}")
+    if woken:
+        print("\nwake-ups: loop on FUSE (passthrough), 16 KiB reads one at a time (Python, so a few us above the "
+              "probe), p50 us")
+        for (setting, gap), value in woken.items():
+            print(f"  halt polling {setting:<22} {gap:<18} {value:>7.1f}")
 
 
 def main() -> None:
@@ -70,9 +168,25 @@ def main() -> None:
     bare = subprocess.run(["losetup", "--find", "--show", bare_image], check=True, capture_output=True,
                           text=True).stdout.strip()
     specs = tier_specs()
+    host_poll_ns = int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None
     try:
         facts = agent_on("tiers-up", specs)["tiers"]
         devices = {"bare loop (RAM)": bare, **{t["name"]: t["block_device"] for t in facts}}
+        (passthrough,) = [spec for spec in specs if spec["name"] == "passthrough"]
+        control(passthrough, "model off")
+        for device in (bare, devices["passthrough"]):
+            fio.touch(device, SPAN_BYTES)
+        p50 = floor_p50s({**({"RAM file": str(bare_image)} if direct_io_on(bare_image) else {}),
+                          "loop on RAM file": bare,
+                          "FUSE file": str(Path(passthrough["emulator_mountpoint"]) / "device"),
+                          "loop on FUSE file": devices["passthrough"]})
+        woken = {}
+        if host_poll_ns is not None:
+            tierlab_poll_ns = int(HALT_POLL_KNOB.read_text())
+            woken = wakeups(devices["passthrough"], {f"{host_poll_ns / 1000:g} us (the host's)": host_poll_ns,
+                                                     f"{tierlab_poll_ns / 1000:g} us (tierlab's)": tierlab_poll_ns})
+            HALT_POLL_KNOB.write_text(f"{tierlab_poll_ns}\n")
+        control(passthrough, "model on")
         results = {}
         for name, device in devices.items():
             fio.touch(device, SPAN_BYTES)
@@ -102,6 +216,7 @@ def main() -> None:
     print(f"\nfidelity: {check['fidelity']['verdict']} (target: faithful)")
     for reason in check["fidelity"]["reasons"]:
         print(f"  {reason}")
+    print_floor(p50, woken)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ MOUNT_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 20
 # A halted vCPU takes ~20 us to wake, and each emulated request wakes two of
 # them; letting an idle vCPU poll first brings the pass-through cost from ~40 us
-# to ~10 us. The poll outlasts the longest wait between one tier's requests that
-# a query makes while another tier serves it (a dilated nand read, ~0.5 ms): with
+# to ~10 us. The poll outlasts the usual wait between one tier's requests while a
+# query reads another tier (a dilated random nand read, ~0.5 ms; a GC pause is longer): with
 # 200 us, an optane read right after a nand read took 165 us against 80 us back
 # to back, with 2 ms 92 us; hybrid layouts paid that on every alternation. Only
 # KVM guests have the knob.
@@ -169,14 +169,14 @@ def _needed_dilation(spec: dict, host: dict) -> dict:
     return {"floor": round(floor, 2), "throughput": round(throughput, 2)}
 
 
-def _control(spec: dict, command: str) -> None:
+def control(spec: dict, command: str) -> None:
     """One command to the tier's emulator (see tierlab-emu's `control`)."""
     (Path(spec["emulator_mountpoint"]) / "control").write_text(command + "\n")
 
 
 def _model(specs: list[dict], state: str) -> None:
     for spec in specs:
-        _control(spec, f"model {state}")
+        control(spec, f"model {state}")
 
 
 def _passthrough(specs: list[dict], block_devices: dict[str, str]) -> dict[str, dict]:
@@ -224,9 +224,9 @@ def _set_dilation(specs: list[dict], host: dict[str, dict], k: float) -> None:
     """Every tier's model on a clock k times slower, less the host's own cost, with no miss correction yet."""
     for spec in specs:
         own = host[spec["name"]]
-        _control(spec, f"dilation {k:g}")
-        _control(spec, f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}")
-        _control(spec, "miss 0 0 0 0")
+        control(spec, f"dilation {k:g}")
+        control(spec, f"overhead {own['fixed_us']:.3f} {own['per_kib_us']:.4f}")
+        control(spec, "miss 0 0 0 0")
 
 
 def _held_dilation(specs: list[dict], block_devices: dict[str, str], host: dict[str, dict], k: float) -> tuple[float, list]:
@@ -294,7 +294,7 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
     misses = _misses(specs, block_devices, k)
     for spec in specs:
         own, points = host[spec["name"]], misses[spec["name"]]
-        _control(spec, f"miss {points[0][0]} {points[0][1]} {points[1][0]} {points[1][1]}")
+        control(spec, f"miss {points[0][0]} {points[0][1]} {points[1][0]} {points[1][1]}")
         calibration = {
             "dilation": k, "dilation_setting": dilation, "dilation_needed": needed[spec["name"]],
             "dilation_needed_by_host": round(least, 2), "throughput_held": held,
@@ -359,7 +359,7 @@ def cache_tier(tiers: list[dict]) -> dict | None:
 def cache(tier: dict, command: str) -> None:
     """One cache command to the tier's emulator: CAPACITY_BYTES PAGE_BYTES POLICY, reset or off."""
     try:
-        _control(tier, f"cache {command}")
+        control(tier, f"cache {command}")
     except OSError as exc:
         log = _recorded(Path(tier["emulator_mountpoint"]))["log"]
         raise HostError(f"tier {tier['name']}: its emulator refused `cache {command}` ({exc.strerror}); its log {log} "
