@@ -50,8 +50,10 @@ def observe(lab, **variables) -> subprocess.CompletedProcess:
 
 
 def window_begun(lab):
-    """Whether an observation's window has begun: its loop has made its run's raw/counters on the host."""
-    return lambda: any(Path(lab.root, "runs").glob("*/raw/counters"))
+    """Whether the next observation's window has begun: its loop has made its run's raw/counters on the host (runs
+    that did not end ok keep their host copy, and theirs were there before)."""
+    before = set(Path(lab.root, "runs").glob("*/raw/counters"))
+    return lambda: bool(set(Path(lab.root, "runs").glob("*/raw/counters")) - before)
 
 
 def observed_run(lab, **variables) -> Path:

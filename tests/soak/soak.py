@@ -1,7 +1,7 @@
 """make soak: a study of 30 points at TPC-H's tiny scale factor under its own root, with faults injected at random
 moments (the database server killed, an emulator killed, Ctrl-C to the study, the fast tier filled up), resumed
-until every point has ended. Then: every point ok or failed with its reason, each with a run directory of its
-own and none lost, and the host left as the root's record says (nothing once torn down). Prints its figures."""
+until every point is ok. Then: each point with a run directory of its own and none lost, and the host left as
+the root's record says (nothing once torn down). Prints its figures."""
 
 import json
 import os

@@ -1,7 +1,7 @@
 """The tiers' self-check: read-only jobs on each tier, and how faithful each modelled tier is.
 
 The jobs are fio's (time-based, O_DIRECT, native AIO, a fixed queue depth), run by tierlab-probe, which
-starts in a millisecond where fio takes 0.3 s: the check runs forty jobs in eight rounds each.
+starts in a millisecond where fio takes 0.3 s: the check runs ten jobs per tier in eight rounds each.
 
 Each tier is measured twice: on its block device (4 KiB and 16 KiB requests,
 sequential and random, at queue depths 1 and 32, over the first 256 MiB, read

@@ -47,7 +47,6 @@ def plot_device_curves(jobs: pd.DataFrame, sustained: pd.DataFrame) -> str:
         row[3].set_ylabel("MB/s")
         row[3].set_ylim(bottom=0)
         row[3].set_title("sustained 128 KiB writes, QD32", fontsize=9)
-    fig.tight_layout()
     return svg(fig)
 
 

@@ -64,7 +64,6 @@ def plot_cache_validation(table: pd.DataFrame) -> str:
             ax.set_ylim(bottom=0)
             ax.set_title(query, fontsize=9)
             ax.legend(fontsize=7)
-    fig.tight_layout()
     return svg(fig)
 
 
@@ -87,7 +86,6 @@ def plot_layout_validation(table: pd.DataFrame) -> str:
         ax.set_ylim(bottom=0)
         ax.set_title(" ".join(str(k) for k in key), fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
     return svg(fig)
 
 
