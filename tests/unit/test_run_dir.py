@@ -124,10 +124,11 @@ def test_compare_puts_each_engine_s_plan_beside_its_time(tmp_path):
     main(["compare", *dirs, "--out", str(tmp_path / "compared")])
     side = (tmp_path / "compared" / "compare.csv").read_text().splitlines()
     assert side == [
-        "query,elapsed_s,plan,run",
-        "q03,2.5,customer table scan; orders index lookup (orders_custkey); lineitem index lookup (PRIMARY),"
+        "query,elapsed_s,speedup,plan,run",
+        "q03,2.5,1,customer table scan; orders index lookup (orders_custkey); lineitem index lookup (PRIMARY),"
         "20261123T090000Z_mariadb_tpch-sf0.1_ALL",
-        "q03,2.5,lineitem table scan; orders table scan; customer table scan,20261123T090000Z_postgresql_tpch-sf0.1_ALL"]
+        "q03,2.5,1,lineitem table scan; orders table scan; customer table scan,"
+        "20261123T090000Z_postgresql_tpch-sf0.1_ALL"]
 
 
 def test_compare_gives_the_requests_in_flight_on_the_tier_that_served_most_of_each_query(tmp_path):
@@ -141,9 +142,9 @@ def test_compare_gives_the_requests_in_flight_on_the_tier_that_served_most_of_ea
         "q3.4,1,nand,40,1.0\nq3.4,1,optane,7000,2.7\n")
     main(["compare", str(path), "--out", str(tmp_path / "compared")])
     assert (tmp_path / "compared" / "compare.csv").read_text().splitlines() == [
-        "query,elapsed_s,inflight_mean,run",
-        "q2.1,52.3,1.9,20261125T090000Z_postgresql_ssb-sf1_None",
-        "q3.4,16.4,2.7,20261125T090000Z_postgresql_ssb-sf1_None"]
+        "query,elapsed_s,speedup,inflight_mean,run",
+        "q2.1,52.3,1,1.9,20261125T090000Z_postgresql_ssb-sf1_None",
+        "q3.4,16.4,1,2.7,20261125T090000Z_postgresql_ssb-sf1_None"]
 
 
 def test_compare_refuses_runs_whose_modelled_time_was_dilated_differently(tmp_path):
@@ -187,3 +188,22 @@ def test_a_query_s_requests_spread_over_row_groups_shared_with_other_windows_are
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), run / "tables" / "requests.parquet", row_group_size=2)
     chunks = list(request_chunks(run, "q03", 1))
     assert [c["sector"].tolist() for c in chunks] == [[64, 96], [128]]
+
+
+def test_compare_gives_each_query_s_speedup_over_the_first_run_given(tmp_path):
+    dirs = []
+    for layout, times in (("None", "q01,1,ok,3.0\nq03,1,ok,10.0\n"), ("ALL", "q01,1,ok,2.0\nq03,1,ok,2.5\n")):
+        path = run_dir(tmp_path / layout, json.dumps({"schema_version": 2,
+                                                       "run_id": f"20261123T090000Z_mariadb_tpch-sf1_{layout}"}))
+        (path / "tables").mkdir()
+        (path / "tables" / "queries.csv").write_text("query,try,status,elapsed_s\n" + times)
+        (path / "tables" / "query_metrics.csv").write_text("\n")
+        (path / "tables" / "plan_accesses.csv").write_text("\n")
+        dirs.append(str(path))
+    main(["compare", *dirs, "--out", str(tmp_path / "compared")])
+    assert (tmp_path / "compared" / "compare.csv").read_text().splitlines() == [
+        "query,elapsed_s,speedup,run",
+        "q01,3,1,20261123T090000Z_mariadb_tpch-sf1_None",
+        "q03,10,1,20261123T090000Z_mariadb_tpch-sf1_None",
+        "q01,2,1.5,20261123T090000Z_mariadb_tpch-sf1_ALL",
+        "q03,2.5,4,20261123T090000Z_mariadb_tpch-sf1_ALL"]

@@ -62,7 +62,8 @@ def version_differences(manifests: dict[str, dict]) -> list[str]:
 
 
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]], warnings: list[str]) -> list[Path]:
-    """runs: label (run id) -> its tables. Side by side per query: time, I/O time, sequential %, RA, category,
+    """runs: label (run id) -> its tables. Side by side per query: time, speedup over the first run, I/O time,
+    sequential %, RA, category,
     the requests in flight on the tier that served most of them (while it was busy), and how its plan read each
     table (so that runs of different engines, plans or degrees of parallelism show why their patterns differ);
     per sysbench test its transactions per second and latency."""
@@ -86,6 +87,8 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
         frames.append(per_query.assign(run=label))
     side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
     times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]
+    # against the first run given (say everything on the capacity tier): 4 is four times as fast as there
+    side.insert(side.columns.get_loc("elapsed_s") + 1, "speedup", side["query"].map(times[next(iter(runs))]) / side["elapsed_s"])
     title = "tierlab comparison: " + ", ".join(runs)
     (out_dir / "compare.csv").write_text(side.to_csv(index=False, float_format="%.6g"))
     html_sections = ["<p>" + "<br>".join(html.escape(label) for label in runs) + "</p>",
