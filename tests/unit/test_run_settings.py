@@ -439,3 +439,11 @@ def test_retrying_failed_tries_is_for_a_run_being_resumed():
         settings(retry_failed="true")
     resumed = settings(retry_failed="yes", resume="20261125T141345Z_mariadb_tpch-sf0.1_C+O")
     assert (resumed["retry_failed"], settings()["retry_failed"]) == (True, False)
+
+
+def test_a_fast_cache_may_be_a_share_of_the_data_as_the_buffer_pool_may():
+    result = validate({**MAKE_TPCH, "layout": "None", "fast_cache": "25%", "buffer_pool": "25%"},
+                      tier_emulations=MODELLED)
+    assert result["fast_cache"] == "25%"
+    # a quarter of SF 0.1's estimated 156 MiB of data, in whole MiB
+    assert result["fast_cache_bytes"] == buffer_pool_bytes(result) == 39 << 20

@@ -145,6 +145,22 @@ class SizeOrShare:
 
 
 @dataclass(frozen=True)
+class SizeShareOrNone:
+    """A size or a percentage (SizeOrShare), or none: what was given, normalised to `none` for none."""
+    allowed = f"none, or {SizeOrShare.allowed}"
+
+    def parse(self, name: str, value, context: Context | None = None) -> str:
+        text = str(value).strip()
+        if text.lower() == "none":
+            return "none"
+        try:
+            SizeOrShare().parse(name, text, context)
+        except InputError:
+            raise refusal(name, value, self.allowed) from None
+        return text
+
+
+@dataclass(frozen=True)
 class SizeShareOrUnbounded:
     """A size or a percentage (SizeOrShare), or `unbounded`: no bound at all, chosen by the user."""
     allowed = f"{SizeOrShare.allowed}, or unbounded"

@@ -24,6 +24,7 @@ from .values import (
     RunId,
     SizeOrNone,
     SizeOrShare,
+    SizeShareOrNone,
     SizeShareOrUnbounded,
     Text,
 )
@@ -106,8 +107,9 @@ VARIABLES = (
     Variable("system_tier", Choice(TIER_ROLES), "capacity",
              "the tier of the system tablespace, redo/undo logs and temporary files (PostgreSQL: the data directory "
              "with its catalogs, WAL and temporary files)."),
-    Variable("fast_cache", SizeOrNone(), "none",
-             "the fast tier as a block cache of the capacity tier instead of a place for tables: its size (`1G`). "
+    Variable("fast_cache", SizeShareOrNone(), "none",
+             "the fast tier as a block cache of the capacity tier instead of a place for tables: its size (`1G`) "
+             "or a percentage of the estimated data size (`25%`). "
              "Emulated (both tiers `model`), with `layout=None`."),
     Variable("fast_cache_policy", Choice(FAST_CACHE_POLICIES), "admitting",
              "how that cache admits pages: `admitting` (on a page's second access, sequential reads passing it by, "

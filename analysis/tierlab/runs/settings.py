@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..catalog.engines import ENGINES, PAGE_SIZES
 from ..catalog.layout import FAST, parse_layout
-from ..catalog.values import Context, parse_bytes, refusal
+from ..catalog.values import Context, SizeOrShare, parse_bytes, refusal
 from ..catalog.variables import (
     BY_NAME,
     FILESYSTEMS,
@@ -270,7 +270,7 @@ def _fast_cache(settings: dict, fast_tier_bytes: int | None, tier_emulations: di
     given, layout = settings["fast_cache"], settings["layout"]
     if given == "none":
         return {"fast_cache_bytes": 0}
-    size = parse_bytes("fast_cache", given)
+    size = _cache_bytes(SizeOrShare().parse("fast_cache", given), settings)
     if layout != "None":
         raise InputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
                               f"every table: give layout=None (got layout={layout})")
