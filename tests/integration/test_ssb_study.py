@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.mariadb, pytest.mark.postgresql, pytest.mark.mysql]
 def ssb_runs(lab):
     """Every SSB query cold and traced on MariaDB with LINEORDER on the fast tier, and warm and untraced on every
     engine with hash or index joins forced, for their answers and plans; two queries cold and traced on MariaDB
-    with Q1.1 running beside each; and every query split into four subqueries on PostgreSQL (its optimizer's own
-    joins). A forced plan answers as the optimizer's would: a run of each optimizer's own joins would add a
+    with Q1.1 running beside each; and every query split into four subqueries on PostgreSQL, with its
+    optimizer's own joins (by its driving dimension's key) and with hash joins (by LINEORDER's blocks). A forced
+    plan answers as the optimizer's would: a run of each optimizer's own joins would add a
     playbook's fixed cost and no answer the forced ones do not check."""
     warm = {"queries": "all", "cold": False, "trace": False}
     postgresql = {"engine": "postgresql", **warm}
@@ -36,6 +37,7 @@ def ssb_runs(lab):
                                           capacity_effective_io_concurrency="32", **postgresql),
             "mariadb-corun": lab.run("LO", playbook="ssb.yml", queries="2.1,3.4", corun="1.1", trace_backend="ftrace"),
             "postgresql-split": lab.run("LO", playbook="ssb.yml", subqueries="4", **postgresql),
+            "postgresql-split-hash": lab.run("LO", playbook="ssb.yml", subqueries="4", join_plan="hash", **postgresql),
             **{f"{engine}-{plan}": lab.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan, **warm)
                for engine in ("mariadb", "mysql") for plan in ("hash", "index")}}
 
@@ -190,8 +192,9 @@ def merged_answer(parts: list[list[list]], sql: str) -> list[list]:
     return rows
 
 
-def test_the_subqueries_of_each_ssb_query_answer_it_together(ssb_runs):
-    run_dir = ssb_runs["postgresql-split"]
+@pytest.mark.parametrize("split", ["postgresql-split", "postgresql-split-hash"])
+def test_the_subqueries_of_each_ssb_query_answer_it_together(ssb_runs, split):
+    run_dir = ssb_runs[split]
     queries = read_csv(run_dir / "tables" / "queries.csv")
     assert list(queries["subqueries"]) == [4] * len(QUERIES)
     assert (queries["subquery_min_s"] <= queries["subquery_max_s"]).all()
@@ -209,3 +212,16 @@ def test_the_subqueries_of_each_ssb_query_answer_it_together(ssb_runs):
 def test_a_split_query_s_plan_is_its_first_subquery_s(ssb_runs):
     plan = json.loads((ssb_runs["postgresql-split"] / "raw" / "plans" / "q2.1_try1.json").read_text())
     assert "p_partkey >= 1 AND p_partkey < " in plan["Query Text"]
+
+
+def test_under_hash_joins_each_subquery_scans_its_own_range_of_lineorder_s_blocks(ssb_runs):
+    plan = json.loads((ssb_runs["postgresql-split-hash"] / "raw" / "plans" / "q2.1_try1.json").read_text())
+    assert "WHERE lineorder.ctid >= '(0,0)' AND lineorder.ctid < '(" in plan["Query Text"]
+
+    def nodes(node: dict):
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+
+    scans = [n for n in nodes(plan["Plan"]) if n.get("Relation Name") == "lineorder"]
+    assert [n["Node Type"] for n in scans] == ["Tid Range Scan"], scans

@@ -158,6 +158,14 @@ def test_ssb_queries_are_split_by_their_driving_dimension_s_keys_only_when_asked
                                       "q3.4": ["customer", "c_custkey"]}
 
 
+def test_under_hash_joins_subqueries_split_lineorder_s_pages_by_its_blocks_or_its_clustered_key():
+    on = {"workload": "ssb", "layout": "LO", "queries": "1.1,3.4", "subqueries": "4", "join_plan": "hash"}
+    assert settings(engine="postgresql", **on)["subquery_keys"] == {"q1.1": ["lineorder", "ctid"],
+                                                                    "q3.4": ["lineorder", "ctid"]}
+    assert settings(engine="mariadb", **on)["subquery_keys"] == {"q1.1": ["lineorder", "lo_orderkey"],
+                                                                 "q3.4": ["lineorder", "lo_orderkey"]}
+
+
 def test_subqueries_are_refused_for_tpch_and_beyond_64():
     with pytest.raises(InputError) as err:
         settings(subqueries="2")

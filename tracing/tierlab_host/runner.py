@@ -244,14 +244,14 @@ def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
 
 class QueryStep:
     """A step of a query workload: one query file, run by the engine's client under the query timeout; or, split
-    into subqueries (key_starts: the first key of each range of its driving dimension), each subquery on a
-    client of its own, all at once, the step ending when the last one does."""
+    into subqueries (range_starts: per table and column it is split by, the first value of each range), each
+    subquery on a client of its own, all at once, the step ending when the last one does."""
 
-    def __init__(self, spec: dict, query: str, key_starts: dict[str, list[int]]):
+    def __init__(self, spec: dict, query: str, range_starts: dict[tuple[str, str], list[str]]):
         self.spec = spec
         self.sql = (Path(spec["queries_dir"]) / f"{query}.sql").read_text()
         keys = spec["subquery_keys"].get(query)
-        self.parts = subqueries.split(self.sql, keys[1], key_starts[keys[0]]) if keys else [self.sql]
+        self.parts = subqueries.split(self.sql, *keys, range_starts[tuple(keys)]) if keys else [self.sql]
 
     def warm_up(self, db, raw: Path, label: str) -> None:
         """A query runs as it comes (cold or warm as the run says)."""
@@ -396,21 +396,21 @@ class ReplayStep:
         """A replay runs many statements: no one plan."""
 
 
-def step(spec: dict, query: str, key_starts: dict[str, list[int]]):
+def step(spec: dict, query: str, range_starts: dict[tuple[str, str], list[str]]):
     """The step a run's query id stands for: a query of a query workload, a replay of a workload directory's log,
     or a test of a driver."""
     if spec.get("driver"):
         return SysbenchStep(spec, query)
     if query in spec.get("replays", []):
         return ReplayStep(spec, query)
-    return QueryStep(spec, query, key_starts)
+    return QueryStep(spec, query, range_starts)
 
 
-def subquery_key_starts(db, spec: dict) -> dict[str, list[int]]:
-    """Per driving dimension of the run's split queries, the first key of each subquery's range."""
-    dimensions = {tuple(keys) for keys in spec["subquery_keys"].values()}
-    return {table: subqueries.key_starts(db, spec["database"], table, column, spec["subqueries"])
-            for table, column in sorted(dimensions)}
+def subquery_range_starts(db, spec: dict) -> dict[tuple[str, str], list[str]]:
+    """Per table and column the run's split queries are split by, the first value of each subquery's range."""
+    splits = {tuple(keys) for keys in spec["subquery_keys"].values()}
+    return {(table, column): subqueries.range_starts(db, spec["database"], table, column, spec["subqueries"])
+            for table, column in sorted(splits)}
 
 
 def object_files(db, spec: dict) -> list[dict]:
@@ -458,7 +458,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                         "down and bring them up again if they are older)")
     db.start()
     (raw / "engine.json").write_text(json.dumps(db.facts(), indent=1))
-    key_starts = subquery_key_starts(db, spec)
+    range_starts = subquery_range_starts(db, spec)
     extents_file = raw / "extents.json"
     if not extents_file.exists():
         extents_file.write_text(json.dumps({"taken_at": _now(), "files": map_files(object_files(db, spec))}, indent=1))
@@ -476,7 +476,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                            if cached else "off")
         for query, attempt in _pending(spec, rows):
             STOP.check()
-            current = step(spec, query, key_starts)
+            current = step(spec, query, range_starts)
             label = f"{query}_try{attempt}"
             if spec["cold"]:
                 _cold_restart(db)

@@ -126,7 +126,10 @@ VARIABLES = (
     Variable("subqueries", Int(1, 64), "1",
              "each query split into this many subqueries run at once, each on a connection of its own with one range "
              "of its driving dimension's key added to its WHERE clause (flight 1 by date, flight 2 by part, flights 3 "
-             "and 4 by customer); the query ends when its last subquery does.", workloads=SPLIT_WORKLOADS),
+             "and 4 by customer); under `join_plan=hash`, one range of LINEORDER's pages instead (PostgreSQL: of its "
+             "blocks, a TID range scan each; MariaDB and MySQL: of `lo_orderkey`, its clustered key), so that no "
+             "subquery scans the whole fact table. The query ends when its last subquery does.",
+             workloads=SPLIT_WORKLOADS),
     Variable("workload_dir", Text("the absolute path of a workload directory on the controller"), "",
              "the directory of a workload of your own (`playbooks/workload.yml`): its `workload.yml` names its tables, "
              "data (CSV files, or a command that prints them, given `TIERLAB_TABLE` and `TIERLAB_SCALE_FACTOR`) and "

@@ -39,6 +39,11 @@ class Workload:
     # per query, the driving dimension (table, key column) whose key ranges split the query into subqueries run
     # at once (the subqueries variable); a workload without them runs each query whole
     partition_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the fact table and the first column of its clustered key: under join_plan=hash, where every subquery would
+    # scan the whole fact table to join it with its dimension range, each scans its own range of the fact table's
+    # pages instead (PostgreSQL: a range of its blocks, a TID range scan; InnoDB: a range of that column, whose
+    # order is the pages')
+    fact_key: tuple[str, str] | None = None
     # how the generated data is written: TPC-H's '|'-separated .tbl files, or CSV files with a header row (a
     # workload directory's dumps are loaded whole by the engine's client)
     data_format: str = "tbl"
@@ -135,6 +140,7 @@ SSB = Workload(
     generated_bytes_at_sf1={"lineorder": 595_450_080, "customer": 2_912_791, "supplier": 171_965, "part": 17_094_462},
     generated_fixed_bytes={"date": 228_574},
     partition_keys={query: SSB_DRIVING_DIMENSIONS[query[1]] for query in SSB_QUERIES},
+    fact_key=("lineorder", "lo_orderkey"),
     generator="ssb_dbgen",
 )
 

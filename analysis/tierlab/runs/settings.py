@@ -109,9 +109,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     settings["retry_failed"] = BY_NAME["retry_failed"].kind.parse("retry_failed", values.get("retry_failed") or "false")
     if settings["retry_failed"] and not settings["resume"]:
         raise InputError("retry_failed=true retries the failed tries of a run being resumed: give resume=RUN_ID too")
-    # per query, the driving dimension's table and key whose ranges split it, when it is split
-    settings["subquery_keys"] = ({query: list(workload.partition_keys[query]) for query in settings["queries"]}
-                                 if (settings["subqueries"] or 1) > 1 else {})
+    settings["subquery_keys"] = _subquery_keys(settings, workload, engine.family)
     settings["scale"] = scale_name(settings)
     # where the data is generated once, under the root's data cache (a workload directory's, per revision)
     settings["data_cache"] = f"{workload.name}/{settings['scale']}" + (f"-{workload.revision}" if workload.revision else "")
@@ -282,6 +280,18 @@ def _fast_cache(settings: dict, fast_tier_bytes: int | None, tier_emulations: di
     if fast_tier_bytes is not None and size > fast_tier_bytes:
         raise InputError(f"fast_cache={given} is larger than the fast tier ({human_bytes(fast_tier_bytes)})")
     return {"fast_cache_bytes": size}
+
+
+def _subquery_keys(settings: dict, workload: Workload, family: str) -> dict[str, list[str]]:
+    """Per query, the table and column whose ranges split it, when it is split: under join_plan=hash the fact
+    table's pages (`ctid`, its blocks, on PostgreSQL; its clustered key's first column on InnoDB), else its driving
+    dimension's key."""
+    if (settings["subqueries"] or 1) == 1:
+        return {}
+    if settings["join_plan"] == "hash" and workload.fact_key:
+        table, column = workload.fact_key
+        return {query: [table, "ctid" if family == "postgresql" else column] for query in settings["queries"]}
+    return {query: list(workload.partition_keys[query]) for query in settings["queries"]}
 
 
 def _cache_bytes(cache: dict, settings: dict) -> int:
