@@ -90,3 +90,7 @@ def test_the_record_holds_the_tiers_brought_up_again_and_nothing_of_what_the_reb
     assert len(by_kind(rebooted["record"], "loop")) == 2
     mounts = Path("/proc/mounts").read_text()
     assert all(f" {e['path']} " in mounts for e in by_kind(rebooted["record"], "mount"))
+    # the servers the reboot killed are let go of; the one the next run started is recorded, and runs
+    servers = by_kind(rebooted["record"], "process")
+    assert not {e["pid"] for e in by_kind(rebooted["kept"], "process")} & {e["pid"] for e in servers}
+    assert servers and all(Path("/proc", str(e["pid"])).exists() for e in servers)
