@@ -29,6 +29,7 @@ import json
 import mmap
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,6 +196,8 @@ def main() -> None:
         check = agent_on("tiers-check", [s for s in specs if s["name"] != "passthrough"], "--runtime-s", "2")
     finally:
         agent("teardown")
+        # its record is empty now: the root goes too
+        shutil.rmtree(BENCH_ROOT, ignore_errors=True)
         subprocess.run(["losetup", "-d", bare], check=False)
         bare_image.unlink(missing_ok=True)
     print(f"\n4 KiB random reads, {args.runtime_s:g} s per job, fio libaio O_DIRECT")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH_ROOT = "/var/lib/tierlab-bench-overhead"
 ROLE_LINE = re.compile(r"^(\S+) -+ ([\d.]+)s$", re.M)
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-       "TIERLAB_STATE_DIR": f"{BENCH_ROOT}/state"}
+       "TIERLAB_STATE_DIR": f"{BENCH_ROOT}/state", "ANSIBLE_REMOTE_TMP": f"{BENCH_ROOT}/ansible-tmp"}
 
 
 def playbook(name: str, variables: dict) -> tuple[float, str]:
