@@ -455,3 +455,11 @@ def test_a_fast_cache_may_be_a_share_of_the_data_as_the_buffer_pool_may():
     assert result["fast_cache"] == "25%"
     # a quarter of SF 0.1's estimated 156 MiB of data, in whole MiB
     assert result["fast_cache_bytes"] == buffer_pool_bytes(result) == 39 << 20
+
+
+def test_a_fast_cache_share_that_comes_to_less_than_a_mib_is_refused_and_a_size_stays_exact():
+    with pytest.raises(InputError, match=r"^fast_cache=0.1% is less than 1 MiB of this run's data: give a larger "):
+        validate({**MAKE_TPCH, "layout": "None", "fast_cache": "0.1%", "scale_factor": "0.01"},
+                 tier_emulations=MODELLED)
+    result = validate({**MAKE_TPCH, "layout": "None", "fast_cache": "1536K"}, tier_emulations=MODELLED)
+    assert result["fast_cache_bytes"] == 1536 << 10

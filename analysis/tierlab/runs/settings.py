@@ -268,7 +268,10 @@ def _fast_cache(settings: dict, fast_tier_bytes: int | None, tier_emulations: di
     given, layout = settings["fast_cache"], settings["layout"]
     if given == "none":
         return {"fast_cache_bytes": 0}
-    size = _cache_bytes(SizeOrShare().parse("fast_cache", given), settings)
+    cache = SizeOrShare().parse("fast_cache", given)
+    size = cache["bytes"] if "bytes" in cache else _cache_bytes(cache, settings)
+    if size == 0:
+        raise InputError(f"fast_cache={given} is less than 1 MiB of this run's data: give a larger share or a size")
     if layout != "None":
         raise InputError(f"fast_cache={given} makes the fast tier a cache of the capacity tier, which then holds "
                               f"every table: give layout=None (got layout={layout})")
