@@ -207,3 +207,26 @@ def test_compare_gives_each_query_s_speedup_over_the_first_run_given(tmp_path):
         "q03,10,1,20261123T090000Z_mariadb_tpch-sf1_None",
         "q01,2,1.5,20261123T090000Z_mariadb_tpch-sf1_ALL",
         "q03,2.5,4,20261123T090000Z_mariadb_tpch-sf1_ALL"]
+
+
+def test_compare_gives_a_timed_test_s_speedup_by_its_throughput_and_none_where_the_first_run_lacks_the_step(tmp_path):
+    dirs = []
+    for layout, tests in (("None", ["oltp_read_only"]), ("ALL", ["oltp_read_only", "oltp_write_only"])):
+        path = run_dir(tmp_path / layout, json.dumps({"schema_version": 2,
+                                                       "run_id": f"20261123T090000Z_mariadb_sysbench-8x1000_{layout}"}))
+        (path / "tables").mkdir()
+        (path / "tables" / "queries.csv").write_text(
+            "query,try,status,elapsed_s\n" + "".join(f"{test},1,ok,60.0\n" for test in tests))
+        (path / "tables" / "query_metrics.csv").write_text("\n")
+        (path / "tables" / "plan_accesses.csv").write_text("\n")
+        (path / "tables" / "throughput.csv").write_text(
+            "query,try,tps,latency_pct_ms\n" + "".join(f"{test},1,{tps},{ms}\n" for test, tps, ms in
+                                                      zip(tests, (500.0, 900.0) if layout == "None" else (2000.0, 900.0),
+                                                          (8.0, 4.0), strict=False)))
+        dirs.append(str(path))
+    main(["compare", *dirs, "--out", str(tmp_path / "compared")])
+    assert (tmp_path / "compared" / "compare.csv").read_text().splitlines() == [
+        "query,elapsed_s,speedup,tps,latency_pct_ms,run",
+        "oltp_read_only,60,1,500,8,20261123T090000Z_mariadb_sysbench-8x1000_None",
+        "oltp_read_only,60,4,2000,8,20261123T090000Z_mariadb_sysbench-8x1000_ALL",
+        "oltp_write_only,60,,900,4,20261123T090000Z_mariadb_sysbench-8x1000_ALL"]

@@ -61,6 +61,16 @@ def version_differences(manifests: dict[str, dict]) -> list[str]:
             for what, values in found.items() if len(values) > 1]
 
 
+def speedups(side: pd.DataFrame, first: str) -> pd.Series:
+    """Each row's speed against the first run's for the same query or test (say everything on the capacity tier):
+    4 is four times as fast as there. A query's by its time, a timed test's (whose time is its window) by its
+    transactions per second; empty where the first run has no figure for it."""
+    figure = "tps" if "tps" in side else "elapsed_s"
+    base = side[side["run"] == first].set_index("query")[figure]
+    ratio = side[figure] / side["query"].map(base) if figure == "tps" else side["query"].map(base) / side[figure]
+    return ratio.replace([np.inf, -np.inf], np.nan)
+
+
 def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFrame]], warnings: list[str]) -> list[Path]:
     """runs: label (run id) -> its tables. Side by side per query: time, speedup over the first run, I/O time,
     sequential %, RA, category,
@@ -87,8 +97,7 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
         frames.append(per_query.assign(run=label))
     side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
     times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]
-    # against the first run given (say everything on the capacity tier): 4 is four times as fast as there
-    side.insert(side.columns.get_loc("elapsed_s") + 1, "speedup", side["query"].map(times[next(iter(runs))]) / side["elapsed_s"])
+    side.insert(side.columns.get_loc("elapsed_s") + 1, "speedup", speedups(side, next(iter(runs))))
     title = "tierlab comparison: " + ", ".join(runs)
     (out_dir / "compare.csv").write_text(side.to_csv(index=False, float_format="%.6g"))
     html_sections = ["<p>" + "<br>".join(html.escape(label) for label in runs) + "</p>",
