@@ -9,6 +9,7 @@
  * its figures against fio's on the same device. */
 #define _GNU_SOURCE
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -185,9 +186,11 @@ int main(int argc, char **argv)
 	unsigned long iodepth = strtoul(argv[4], &ends[1], 10);
 	double runtime_s = strtod(argv[5], &ends[2]);
 	uint64_t span_bytes = strtoull(argv[6], &ends[3], 10);
-	/* a number followed by anything ("0.2s", "16M") is not taken for its prefix */
+	/* a number followed by anything ("0.2s", "16M") is not taken for its prefix, nor a sign or a space
+	 * before it (strtoull takes "-1" as its largest value) */
 	for (int i = 0; i < 4; i++)
-		if (ends[i] == argv[3 + i] || *ends[i] != '\0')
+		if (ends[i] == argv[3 + i] || *ends[i] != '\0' || !(isdigit((unsigned char)argv[3 + i][0]) ||
+								    argv[3 + i][0] == '.'))
 			return usage();
 	int random = strcmp(rw, "randread") == 0;
 	if ((!random && strcmp(rw, "read") != 0) || block_bytes == 0 || block_bytes % 512 != 0 || iodepth < 1 ||

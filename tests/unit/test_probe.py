@@ -53,6 +53,8 @@ def test_a_job_reports_its_requests_rate_and_ordered_latency_percentiles(probe, 
     ["read", "4096", "1", "0.2s", str(SPAN_BYTES)],
     ["read", "4096", "1", "0.2", "16M"],
     ["read", "", "1", "0.2", str(SPAN_BYTES)],
+    ["read", "4096", "1", "0.2", "-1"],
+    ["read", " 4096", "1", "0.2", str(SPAN_BYTES)],
 ])
 def test_a_job_it_cannot_run_as_given_is_refused_with_its_usage(probe, target, args):
     done = run(probe, target, *args)

@@ -152,7 +152,8 @@ def test_only_the_holder_releases_the_lock(state):
 
 def test_an_extra_vars_value_that_may_hold_a_password_is_not_shown_in_the_lock():
     argv = ["ansible-playbook", "observe.yml", "-e", "conninfo='host=db password=hunter2'", "-e", "layout=C+O",
-            "--extra-vars=token=abc", "-eapi_secret=x"]
+            "--extra-vars=token=abc", "-eapi_secret=x", "-e", "conninfo=postgresql://app:hunter2@db/app"]
     assert shown(argv) == (
         "ansible-playbook observe.yml -e (a value not shown: it may hold a password) -e layout=C+O "
-        "--extra-vars=(a value not shown: it may hold a password) -e(a value not shown: it may hold a password)")
+        "--extra-vars=(a value not shown: it may hold a password) -e(a value not shown: it may hold a password) "
+        "-e (a value not shown: it may hold a password)")

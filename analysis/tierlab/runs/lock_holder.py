@@ -8,7 +8,7 @@ from pathlib import Path
 
 PROC = Path("/proc")
 # an extra-vars value that may hold a secret (a conninfo's password, say): the lock file and refusals leave it out
-SECRET = re.compile(r"pass|secret|token", re.I)
+SECRET = re.compile(r"pass|secret|token|://[^/@\s]*:[^/@\s]*@", re.I)
 HIDDEN = "(a value not shown: it may hold a password)"
 
 
