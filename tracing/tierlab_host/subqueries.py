@@ -4,7 +4,8 @@ answers together are the query's (each group's sums added). The column is the dr
 holding about as many of its rows each), or, under join_plan=hash, the fact table's pages: on PostgreSQL its
 blocks (`ctid`, each range a TID range scan), on InnoDB its clustered key's first column (ranges holding about
 as many rows each, so each scans its own part of the table). The ranges are read from the database once, before
-the run's first query, so that no query starts with their pages in the buffer pool because of them.
+the run's first query: a cold run's restart before each query then empties the caches of what that read (a warm
+run starts with it cached).
 """
 
 import re

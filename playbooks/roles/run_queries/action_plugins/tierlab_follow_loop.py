@@ -21,7 +21,8 @@ TRY_LINE = re.compile(r"^(?P<label>\S+) (?P<status>\S+) (?P<elapsed_s>\d+\.\d+)$
 FAILED = "failed: "
 DONE = "done"
 POLL_S = 1.0
-# a loop quiet for this long is asked whether its job still runs (a module run on the host, so not every poll)
+# a loop quiet for this long is asked whether its job still runs: a module run on the host, so not every poll
+# (once every 10 s beside a long query, against four tasks per try before), yet a dead loop is told within 10 s
 JOB_CHECK_S = 10.0
 
 
