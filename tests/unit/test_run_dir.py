@@ -190,16 +190,19 @@ def test_a_query_s_requests_spread_over_row_groups_shared_with_other_windows_are
     assert [c["sector"].tolist() for c in chunks] == [[64, 96], [128]]
 
 
+def analyzed_run(tmp_path, run_id: str, queries: str, **tables: str) -> str:
+    """A run directory of run_id with its analysed tables: queries.csv's rows, no metrics or plans unless given."""
+    path = run_dir(tmp_path / run_id, json.dumps({"schema_version": 2, "run_id": run_id}))
+    (path / "tables").mkdir()
+    (path / "tables" / "queries.csv").write_text("query,try,status,elapsed_s\n" + queries)
+    for name, text in {"query_metrics": "\n", "plan_accesses": "\n", **tables}.items():
+        (path / "tables" / f"{name}.csv").write_text(text)
+    return str(path)
+
+
 def test_compare_gives_each_query_s_speedup_over_the_first_run_given(tmp_path):
-    dirs = []
-    for layout, times in (("None", "q01,1,ok,3.0\nq03,1,ok,10.0\n"), ("ALL", "q01,1,ok,2.0\nq03,1,ok,2.5\n")):
-        path = run_dir(tmp_path / layout, json.dumps({"schema_version": 2,
-                                                       "run_id": f"20261123T090000Z_mariadb_tpch-sf1_{layout}"}))
-        (path / "tables").mkdir()
-        (path / "tables" / "queries.csv").write_text("query,try,status,elapsed_s\n" + times)
-        (path / "tables" / "query_metrics.csv").write_text("\n")
-        (path / "tables" / "plan_accesses.csv").write_text("\n")
-        dirs.append(str(path))
+    dirs = [analyzed_run(tmp_path, f"20261123T090000Z_mariadb_tpch-sf1_{layout}", times)
+            for layout, times in (("None", "q01,1,ok,3.0\nq03,1,ok,10.0\n"), ("ALL", "q01,1,ok,2.0\nq03,1,ok,2.5\n"))]
     main(["compare", *dirs, "--out", str(tmp_path / "compared")])
     assert (tmp_path / "compared" / "compare.csv").read_text().splitlines() == [
         "query,elapsed_s,speedup,run",
@@ -210,20 +213,12 @@ def test_compare_gives_each_query_s_speedup_over_the_first_run_given(tmp_path):
 
 
 def test_compare_gives_a_timed_test_s_speedup_by_its_throughput_and_none_where_the_first_run_lacks_the_step(tmp_path):
-    dirs = []
-    for layout, tests in (("None", ["oltp_read_only"]), ("ALL", ["oltp_read_only", "oltp_write_only"])):
-        path = run_dir(tmp_path / layout, json.dumps({"schema_version": 2,
-                                                       "run_id": f"20261123T090000Z_mariadb_sysbench-8x1000_{layout}"}))
-        (path / "tables").mkdir()
-        (path / "tables" / "queries.csv").write_text(
-            "query,try,status,elapsed_s\n" + "".join(f"{test},1,ok,60.0\n" for test in tests))
-        (path / "tables" / "query_metrics.csv").write_text("\n")
-        (path / "tables" / "plan_accesses.csv").write_text("\n")
-        (path / "tables" / "throughput.csv").write_text(
-            "query,try,tps,latency_pct_ms\n" + "".join(f"{test},1,{tps},{ms}\n" for test, tps, ms in
-                                                      zip(tests, (500.0, 900.0) if layout == "None" else (2000.0, 900.0),
-                                                          (8.0, 4.0), strict=False)))
-        dirs.append(str(path))
+    dirs = [analyzed_run(tmp_path, "20261123T090000Z_mariadb_sysbench-8x1000_None", "oltp_read_only,1,ok,60.0\n",
+                         throughput="query,try,tps,latency_pct_ms\noltp_read_only,1,500.0,8.0\n"),
+            analyzed_run(tmp_path, "20261123T090000Z_mariadb_sysbench-8x1000_ALL",
+                         "oltp_read_only,1,ok,60.0\noltp_write_only,1,ok,60.0\n",
+                         throughput="query,try,tps,latency_pct_ms\noltp_read_only,1,2000.0,8.0\n"
+                                    "oltp_write_only,1,900.0,4.0\n")]
     main(["compare", *dirs, "--out", str(tmp_path / "compared")])
     assert (tmp_path / "compared" / "compare.csv").read_text().splitlines() == [
         "query,elapsed_s,speedup,tps,latency_pct_ms,run",
