@@ -20,7 +20,7 @@ TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-confi
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: soak setup tpch tiers teardown e5 test test-long test-guest unit integration lint
+.PHONY: soak setup tpch tiers teardown findings findings-quick test test-long test-guest unit integration lint
 
 setup: $(STAMP) $(MODEL_LIBRARY)
 
@@ -44,10 +44,27 @@ tiers: setup
 teardown: setup
 	$(BIN)/ansible-playbook playbooks/teardown.yml
 
-# Experiment E5 (docs/experiments.md) on SSB SF 1: plans, subqueries, PostgreSQL's workers, co-running queries;
-# each study goes on after another's failed points (hours: the MySQL family's index plans take most of them)
-e5: setup
-	status=0; for study in docs/studies/e5-*.yml; do $(BIN)/tierlab study $$study || status=1; done; exit $$status
+# The study's experiments (docs/experiments.md), a study file each (docs/studies), each run into
+# results/findings/<name>/, where a study stopped half-way resumes, one after another's failed points; then
+# published: docs/findings/ and docs/findings.md (`tierlab findings`). FINDINGS names the studies to run.
+# findings-quick: a first look, the same studies smaller (TPC-H and SSB at SF 0.1, sysbench's tables of 100,000
+# rows for 20 s, one repetition), in results/findings-quick/ with its page there (docs/findings.md is kept)
+FINDINGS ?= e1-tpch-engines ssb-engines validate-q3 validate-q10 validate-q16 e3-cache e4-page-size e4-buffer-pool \
+  e4-compression e4-threads e5-plans e5-plans-mysql e5-subqueries e5-workers e5-corun
+findings: setup
+	status=0; for name in $(FINDINGS); do \
+	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir results/findings/$$name || status=1; done; \
+	$(BIN)/tierlab findings $$(for name in $(FINDINGS); do \
+	  test -f results/findings/$$name/study.json && echo results/findings/$$name; done) && exit $$status
+
+findings-quick: setup
+	status=0; for name in $(FINDINGS); do \
+	  if grep -q '^workload: sysbench' docs/studies/$$name.yml; then \
+	    smaller="--set table_size=100000 --set duration_s=20 --set warmup_s=5"; else smaller="--set scale_factor=0.1"; fi; \
+	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir results/findings-quick/$$name --repetitions 1 $$smaller \
+	    || status=1; done; \
+	$(BIN)/tierlab findings --out results/findings-quick $$(for name in $(FINDINGS); do \
+	  test -f results/findings-quick/$$name/study.json && echo results/findings-quick/$$name; done) && exit $$status
 
 lint: setup
 	$(BIN)/ruff check analysis tracing tests playbooks benchmarks

@@ -112,19 +112,27 @@ def _extra_vars(text: str) -> dict:
     return extra
 
 
+def _assignment(option: str, text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise InputError(f"{option} {text!r}: give NAME=VALUE, e.g. scale_factor=0.1")
+    return name, value
+
+
 def _study(args) -> None:
     import pandas as pd
 
     from .report.compare import compare_runs
     from .studies.study import fastest, new_study_dir, points, read_study, read_study_record, run_study
 
+    overrides = dict(_assignment("--set", text) for text in args.set)
     if args.resume:
         study_dir = Path(args.resume)
         record = read_study_record(study_dir)
-        study = read_study(args.file) if args.file else record["study"]
+        study = read_study(args.file, overrides, args.repetitions) if args.file else record["study"]
     elif args.file:
-        study = read_study(args.file)
-        study_dir = new_study_dir(Path(args.results_dir), study)
+        study = read_study(args.file, overrides, args.repetitions)
+        study_dir = Path(args.study_dir) if args.study_dir else new_study_dir(Path(args.results_dir), study)
     else:
         raise InputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
     extra = _extra_vars(args.extra_vars)
@@ -157,6 +165,17 @@ def _advise(args) -> None:
     for path in (out / "advice.csv", *write_advice_report(out, record["study"], advice, lines)):
         print(path)
     print("\n".join(lines))
+
+
+def _findings(args) -> None:
+    from .report.findings import write_findings_page
+    from .studies.findings import gather, write_gathered
+
+    out = Path(args.out)
+    for study_dir in args.study_dirs:
+        print(write_gathered(gather(Path(study_dir)), out / "findings"), flush=True)
+    for path in write_findings_page(out / "findings", out):
+        print(path)
 
 
 def _recommend(args) -> None:
@@ -309,6 +328,12 @@ def _study_commands(sub) -> None:
     p.add_argument("file", nargs="?", help="the study file (YAML; docs/user-guide.md: Studies of many runs)")
     p.add_argument("--resume", metavar="STUDY_DIR", help="run the points of results/<study_id> that have no ok run yet")
     p.add_argument("--results-dir", default="results", help="where the study's directory is made (default: results)")
+    p.add_argument("--study-dir", metavar="DIR", help="the study's directory instead of a new one under --results-dir; "
+                                                      "the study resumes there if it ran there before")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="give a variable of the study file another value in every run (e.g. scale_factor=0.1 for a "
+                        "first look); study.json records the study as it ran")
+    p.add_argument("--repetitions", type=int, metavar="N", help="runs of each point, instead of the study file's")
     p.add_argument("--extra-vars", default="{}", metavar="JSON",
                    help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root)")
     p.add_argument("-i", "--inventory", metavar="INVENTORY",
@@ -321,6 +346,12 @@ def _study_commands(sub) -> None:
     p.add_argument("--out", metavar="DIR", help="where advice.csv, summary.md and report.html go (default: "
                                                 "STUDY_DIR/advice)")
     p.set_defaults(func=_advise)
+    p = sub.add_parser("findings", help="the study's experiments as findings: each study's summary tables under "
+                                       "OUT/findings/<study>/, and OUT/findings.md and .html written from all of them")
+    p.add_argument("study_dirs", nargs="*", metavar="STUDY_DIR", help="studies to (re)summarise; none: write the page "
+                                                                     "again from the tables already there")
+    p.add_argument("--out", default="docs", help="where findings/, findings.md and findings.html go (default: docs)")
+    p.set_defaults(func=_findings)
     p = sub.add_parser("validate", help="a study's layouts, or caches, as measured against what recommend predicts "
                                        "for them from each of its runs: Spearman's rank correlation and the regret "
                                        "(beside repeat_spearman, the measured ranking's own reproducibility); the "

@@ -118,6 +118,38 @@ def test_advise_names_the_best_buffer_pool_and_its_knee_with_the_runs_it_rests_o
     assert (study_dir / "advice" / "report.html").read_text().count("<svg") == 1
 
 
+def test_findings_publish_the_two_studies_answers_advice_and_validation_from_tables_that_write_the_page_again(
+        layouts, buffer_pool_study, tmp_path):
+    done = cli("findings", str(layouts["dir"]), str(buffer_pool_study), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "findings" / "layouts").iterdir()) == [
+        "queries.csv", "runs.csv", "study.json", "validation.csv", "validation_layouts.csv"]
+    assert sorted(p.name for p in (tmp_path / "findings" / "buffer-pool").iterdir()) == [
+        "advice.csv", "queries.csv", "runs.csv", "study.json"]
+    # each layout's time per query: the median of its two runs, read from the runs themselves
+    medians = {layout: {query: statistics.median(
+        float(read_csv(layouts["runs"][layout, repetition] / "tables" / "queries.csv").set_index("query")
+              .loc[query, "elapsed_s"]) for repetition in (1, 2)) for query in ("q01", "q03")} for layout in LAYOUTS}
+    totals = {layout: sum(times.values()) for layout, times in medians.items()}
+    best = min(totals, key=totals.get)
+    against = "None" if best != "None" else sorted(totals, key=totals.get)[1]
+    page = (tmp_path / "findings.md").read_text()
+    assert (f"- the study: layout={best} ran its 2 queries in {totals[best]:.3g} s, "
+            f"{totals[against] / totals[best]:.2f}x as fast as layout={against} ({totals[against]:.3g} s); ") in page
+    validation = read_csv(tmp_path / "findings" / "layouts" / "validation.csv")
+    assert len(validation) == 12
+    hits = int((validation["predicted_fastest"] == validation["measured_fastest"]).sum())
+    assert f"recommend named the measured fastest layout in {hits} of 12 (query, run) pairs" in page
+    assert "\n- buffer_pool for all queries (all runs): 64M (64 MiB) is best, " in page
+    for run_dir in layouts["runs"].values():
+        assert f"| {run_dir.name} |" in page
+    written = {name: (tmp_path / name).read_text() for name in ("findings.md", "findings.html")}
+    assert written["findings.html"].count("<svg") == 2
+    again = cli("findings", "--out", str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert {name: (tmp_path / name).read_text() for name in written} == written
+
+
 @pytest.mark.postgresql
 def test_a_study_spreads_its_points_over_the_inventory_s_hosts_and_gathers_their_runs(two_hosts):
     record, study_dir = two_hosts["record"], two_hosts["dir"]

@@ -44,6 +44,23 @@ def test_repetitions_are_points_of_their_own(tmp_path):
         (1, "optimizer", 1), (2, "optimizer", 2), (3, "hash", 1)]
 
 
+def test_set_gives_a_variable_another_value_in_every_point_and_repetitions_replace_the_file_s(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY + "repetitions: 3\n"), {"scale_factor": "0.1", "tries": "2"}, 1)
+    assert (study["variables"], study["repetitions"]) == (
+        {"engine": "postgresql", "scale_factor": "0.1", "queries": "1.1,3.4", "tries": "2"}, 1)
+    assert len(points(study)) == 6
+
+
+def test_set_refuses_a_variable_the_matrix_varies_and_a_value_the_playbook_would(tmp_path):
+    path = study_file(tmp_path, STUDY)
+    with pytest.raises(InputError) as err:
+        read_study(path, {"layout": "ALL"})
+    assert str(err.value) == ("--set layout: the study's matrix varies it; --set gives a variable one value in every "
+                              "run")
+    with pytest.raises(InputError) as err:
+        read_study(path, {"scale_factor": "-1"})
+    assert str(err.value).startswith(f"{path}: point 1 (layout=None join_plan=optimizer): scale_factor='-1' ")
+
 def test_a_point_the_playbook_would_refuse_is_refused_before_any_run(tmp_path):
     path = study_file(tmp_path, STUDY.replace("engine: postgresql", "io_threads: 8").replace(
         "matrix:", "matrix:\n  engine: [mariadb, postgresql]").replace("join_plan: [optimizer, hash, index]", ""))

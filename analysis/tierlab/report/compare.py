@@ -7,22 +7,21 @@ import numpy as np
 import pandas as pd
 
 from ..errors import RunDirError
-from ..metrics.plans import plan_summary
-from ..runs.results import read_manifest, read_tables
+from ..runs.results import per_query, read_manifest, read_tables
 from .page import html_table, md_table, page, plt, svg
 
 
-def plot_time_per_layout(times: pd.DataFrame) -> str:
-    """times: index query, one column per run label, seconds."""
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(times)), 3.2))
-    width = 0.8 / max(1, len(times.columns))
-    positions = np.arange(len(times))
-    for i, label in enumerate(times.columns):
-        ax.bar(positions + i * width, times[label].to_numpy(), width, label=label)
-    ax.set_xticks(positions + width * (len(times.columns) - 1) / 2, times.index, rotation=90, fontsize=8)
-    ax.set_ylabel("elapsed (s)")
+def plot_per_query(figures: pd.DataFrame, ylabel: str, title: str) -> str:
+    """figures: index query, one column per run (or value) label."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(figures)), 3.2))
+    width = 0.8 / max(1, len(figures.columns))
+    positions = np.arange(len(figures))
+    for i, label in enumerate(figures.columns):
+        ax.bar(positions + i * width, figures[label].to_numpy(), width, label=label)
+    ax.set_xticks(positions + width * (len(figures.columns) - 1) / 2, figures.index, rotation=90, fontsize=8)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
-    ax.set_title("Time per query per run")
+    ax.set_title(title)
     return svg(fig)
 
 
@@ -78,23 +77,7 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
     table (so that runs of different engines, plans or degrees of parallelism show why their patterns differ);
     per sysbench test its transactions per second and latency."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    frames = []
-    for label, tables in runs.items():
-        metrics = tables["query_metrics"]
-        queries = tables["queries"][tables["queries"]["status"] == "ok"].groupby("query")["elapsed_s"].median()
-        per_query = pd.DataFrame({"elapsed_s": queries})
-        if not metrics.empty:
-            per_query = per_query.join(metrics.groupby("query")[["io_time_s", "sequential_pct", "repeat_access_rate"]].median())
-            per_query = per_query.join(metrics.groupby("query")["category"].first())
-        tiers = tables.get("tier_metrics", pd.DataFrame())
-        if not tiers.empty:
-            busiest = tiers.loc[tiers.groupby(["query", "try"])["requests"].idxmax()]
-            per_query = per_query.join(busiest.groupby("query")["inflight_mean"].median())
-        if not tables["plan_accesses"].empty:
-            per_query = per_query.join(pd.Series(plan_summary(tables["plan_accesses"]), name="plan"))
-        if "throughput" in tables:
-            per_query = per_query.join(tables["throughput"].groupby("query")[["tps", "latency_pct_ms"]].median())
-        frames.append(per_query.assign(run=label))
+    frames = [per_query(tables).assign(run=label) for label, tables in runs.items()]
     side = pd.concat(frames).reset_index().rename(columns={"index": "query"})
     times = side.pivot(index="query", columns="run", values="elapsed_s")[list(runs)]
     side.insert(side.columns.get_loc("elapsed_s") + 1, "speedup", speedups(side, next(iter(runs))))
@@ -102,7 +85,8 @@ def write_comparison_report(out_dir: Path, runs: dict[str, dict[str, pd.DataFram
     (out_dir / "compare.csv").write_text(side.to_csv(index=False, float_format="%.6g"))
     html_sections = ["<p>" + "<br>".join(html.escape(label) for label in runs) + "</p>",
                      *[f'<p class="warning">{html.escape(warning)}</p>' for warning in warnings],
-                     plot_time_per_layout(times), "<h2>Side by side</h2>", html_table(side.sort_values(["query", "run"]))]
+                     plot_per_query(times, "elapsed (s)", "Time per query per run"),
+                     "<h2>Side by side</h2>", html_table(side.sort_values(["query", "run"]))]
     (out_dir / "report.html").write_text(page(title, html_sections))
     (out_dir / "summary.md").write_text(f"# {title}\n\n" + "".join(f"**{warning}**\n\n" for warning in warnings)
                                         + f"## Elapsed seconds\n\n{md_table(times.reset_index())}\n\n"

@@ -10,6 +10,9 @@ import pandas as pd
 matplotlib.use("Agg")
 # labels as text, not as glyph outlines: searchable in the report, and a third less time to draw
 matplotlib.rcParams["svg.fonttype"] = "none"
+# the same figure draws the same SVG (its element ids from this salt, no date), so a page written again from the
+# same tables is the same file
+matplotlib.rcParams["svg.hashsalt"] = "tierlab"
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
@@ -37,7 +40,7 @@ def svg(fig) -> str:
     # laid out as it is drawn, once: bbox_inches="tight" draws every figure twice
     fig.set_layout_engine("constrained")
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
     return f'<div class="plot">{text[text.index("<svg"):]}</div>'

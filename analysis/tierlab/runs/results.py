@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from ..devices import profiles
 from ..errors import RunDirError
 from ..metrics.attribute import attribute, extent_table
-from ..metrics.plans import plan_accesses
+from ..metrics.plans import plan_accesses, plan_summary
 from ..traces.blktrace import parse_blktrace_binary
 from ..traces.frame import concat_requests
 from ..traces.ftrace import parse_ftrace
@@ -314,6 +314,26 @@ def run_figures(run_dir: Path) -> pd.DataFrame:
     complete = set(elapsed.index) == set(settings["queries"])
     return pd.DataFrame([{"step": "all queries", "figure": elapsed.sum() if complete else np.nan, "unit": "s",
                           "higher_is_better": False, **context}])
+
+
+def per_query(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One run's figures per query (index): the median time of its ok tries, its I/O time, sequential %, RA and
+    category, the requests in flight on its busiest tier, how its plan read each table; a timed test's tps."""
+    metrics = tables["query_metrics"]
+    queries = tables["queries"][tables["queries"]["status"] == "ok"].groupby("query")["elapsed_s"].median()
+    figures = pd.DataFrame({"elapsed_s": queries})
+    if not metrics.empty:
+        figures = figures.join(metrics.groupby("query")[["io_time_s", "sequential_pct", "repeat_access_rate"]].median())
+        figures = figures.join(metrics.groupby("query")["category"].first())
+    tiers = tables.get("tier_metrics", pd.DataFrame())
+    if not tiers.empty:
+        busiest = tiers.loc[tiers.groupby(["query", "try"])["requests"].idxmax()]
+        figures = figures.join(busiest.groupby("query")["inflight_mean"].median())
+    if not tables["plan_accesses"].empty:
+        figures = figures.join(pd.Series(plan_summary(tables["plan_accesses"]), name="plan"))
+    if "throughput" in tables:
+        figures = figures.join(tables["throughput"].groupby("query")[["tps", "latency_pct_ms"]].median())
+    return figures
 
 
 # what the cost model reads of each request; its texts are few distinct values, read as categories

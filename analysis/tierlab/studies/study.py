@@ -62,8 +62,9 @@ def _scalar(where: str, value) -> str:
     return str(value)
 
 
-def read_study(path: str | Path) -> dict:
-    """The study file, checked (see checked_study)."""
+def read_study(path: str | Path, overrides: dict[str, str] | None = None, repetitions: int | None = None) -> dict:
+    """The study file, checked (see checked_study); with overrides, its variables given other values (a smaller
+    scale factor, say) and with repetitions its repetitions, checked as the file's own."""
     path = Path(path)
     try:
         spec = yaml.safe_load(path.read_text())
@@ -71,6 +72,14 @@ def read_study(path: str | Path) -> dict:
         raise InputError(f"{path}: cannot read the study file ({error.strerror})") from None
     except yaml.YAMLError as error:
         raise InputError(f"{path} is not valid YAML ({error})") from None
+    if isinstance(spec, dict) and (overrides or repetitions is not None):
+        varied = sorted(set(overrides or {}) & set(spec.get("matrix") or {}))
+        if varied:
+            raise InputError(f"--set {', '.join(varied)}: the study's matrix varies it; --set gives a variable one "
+                             "value in every run")
+        spec = {**spec, "variables": {**(spec.get("variables") or {}), **(overrides or {})}}
+        if repetitions is not None:
+            spec["repetitions"] = repetitions
     return checked_study(spec, path)
 
 

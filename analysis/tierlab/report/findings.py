@@ -1,0 +1,78 @@
+"""The findings page (`tierlab findings`): findings.md and findings.html, per experiment of docs/experiments.md,
+from the studies' tables in findings/ (studies/findings.py) alone, so that the page is written again, the same,
+from the committed tables."""
+
+import html
+from pathlib import Path
+
+from ..studies.findings import EXPERIMENTS, read_gathered, study_findings
+from .compare import plot_per_query
+from .page import html_table, md_table, page
+
+TITLE = "tierlab findings"
+INTRO = ("Written by `tierlab findings` from the tables under `docs/findings/` (one directory per study, the runs "
+         "reduced to a few KB); `tierlab findings` with no study directory writes this page again from them. "
+         "Runs on emulated tiers are dilated: their times are the modelled devices' stretched by the dilation "
+         "the setup names, so ratios between tiers carry over and absolute times do not (docs/metrics.md, "
+         "\"Dilation\"). Each figure is the median over the point's runs; the least and most of their tries "
+         "follow in brackets. `docs/experiments.md` has each experiment's design.")
+NOT_RUN = "No study of this experiment has findings yet; `make findings` runs its study files (docs/studies)."
+
+
+def _sections(found: dict) -> list[tuple[str, list[str]]]:
+    """A study's findings as (heading, lines) in the page's order; the figures table and runs apart."""
+    return [(heading, lines) for heading, lines in (
+        ("Answer", found["answers"]), ("Engines apart, with their plans", found["contrasts"]),
+        ("Advice (tierlab advise)", found["advice"]),
+        ("recommend's predictions against the measurements (tierlab validate)", found["validation"])) if lines]
+
+
+def _markdown(experiments: list[tuple[tuple, list[dict]]]) -> str:
+    parts = [f"# {TITLE}\n\n{INTRO}\n"]
+    for (key, title, question, _), studies in experiments:
+        parts.append(f"\n## {key}. {title}\n\n**Question.** {question}\n")
+        if not studies:
+            parts.append(f"\n{NOT_RUN}\n")
+        for found in studies:
+            parts.append(f"\n### {found['name']}\n\n**Setup.** {found['setup']}\n")
+            for heading, lines in _sections(found):
+                parts.append(f"\n**{heading}.**\n\n" + "".join(f"- {line}\n" for line in lines))
+            if not found["table"].empty:
+                parts.append(f"\n**Figures.**\n\n{md_table(found['table'])}\n")
+            parts.append(f"\n**Runs.**\n\n{md_table(found['runs'])}\n")
+    return "".join(parts)
+
+
+def _html(experiments: list[tuple[tuple, list[dict]]]) -> str:
+    sections = [f"<p>{html.escape(INTRO)}</p>"]
+    for (key, title, question, _), studies in experiments:
+        sections.append(f"<h2>{key}. {html.escape(title)}</h2><p><b>Question.</b> {html.escape(question)}</p>")
+        if not studies:
+            sections.append(f"<p class='note'>{html.escape(NOT_RUN)}</p>")
+        for found in studies:
+            sections.append(f"<h3>{html.escape(found['name'])}</h3>"
+                            f"<p><b>Setup.</b> {html.escape(found['setup'])}</p>")
+            for heading, lines in _sections(found):
+                sections.append(f"<p><b>{html.escape(heading)}.</b></p><ul>"
+                                + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
+            unit = "tps" if found["unit"] == "tps" else "elapsed (s)"
+            sections += [plot_per_query(figures, unit, f"{found['name']}: {where}, by {found['compared']}")
+                         for where, figures in found["plots"]]
+            if not found["table"].empty:
+                sections.append(html_table(found["table"]))
+            sections.append(f"<details><summary>Runs</summary>{html_table(found['runs'])}</details>")
+    return page(TITLE, sections)
+
+
+def write_findings_page(findings_dir: Path, out_dir: Path) -> list[Path]:
+    """out_dir/findings.md and findings.html from every study's tables under findings_dir."""
+    found = [study_findings(tables) for tables in read_gathered(findings_dir)]
+    experiments = [(experiment, [f for f in found if f["experiment"] == experiment[0]]) for experiment in EXPERIMENTS]
+    others = [f for f in found if not f["experiment"]]
+    if others:
+        experiments.append((("Other", "Other studies", "What the studies outside the experiments found.", ()), others))
+    written = [out_dir / "findings.md", out_dir / "findings.html"]
+    written[0].write_text(_markdown(experiments))
+    written[1].write_text(_html(experiments))
+    return written
+

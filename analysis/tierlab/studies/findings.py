@@ -1,0 +1,333 @@
+"""`tierlab findings`: a study reduced to the small tables its findings rest on, which docs/findings/<study>/
+holds (committed: a few KB each, so that the findings page can be checked and written again without the runs'
+raw traces; report/findings.py writes the page from them alone):
+
+- study.json: the study (its file's name, workload, variables, matrix, repetitions), its id, when it ran, its
+  points and how many have an ok run;
+- runs.csv: per point, its run and status, the matrix's values and the setup the run had (engine version,
+  scale factor, buffer pool and its bytes, the data's stored bytes, the tiers' dilation and fidelity, host);
+- queries.csv: per ok run and query (or sysbench test): the median time of its ok tries with their least and
+  most, its access pattern (sequential %, repeat access rate, category), I/O time and plan; a test's tps;
+- advice.csv where the matrix varies a setting advise speaks of (advise.py);
+- validation.csv, validation_layouts.csv and cache_validation.csv where it varies the layout or the cache
+  (placement/validate.py): what recommend predicts for each from every traced run, against the measurements.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from ..placement.validate import CACHE_VARIABLES, LAYOUT_VARIABLES, validate
+from ..runs.results import per_query, read_manifest, read_tables
+from ..runs.settings import buffer_pool_bytes
+from .advise import SETTINGS, advise_study, statements
+from .study import read_study_record
+
+FLOAT_FORMAT = "%.6g"
+
+
+def _setup(point: dict, study: dict, study_dir: Path) -> dict:
+    """A point's row of runs.csv: its run's setup as the manifest recorded it (empty where no run opened)."""
+    row = {"point": point["point"], "repetition": point["repetition"], "status": point["status"],
+           "run_id": point.get("run_id") or "", **{name: point["variables"][name] for name in study["matrix"]}}
+    if not point.get("run_id") or not (study_dir / point["run_id"] / "manifest.json").exists():
+        return row
+    manifest = read_manifest(study_dir / point["run_id"])
+    settings, host = manifest["settings"], manifest.get("host", {})
+    fidelity = manifest.get("tiers_fidelity") or {}
+    stored = [table.get("stored_bytes") for table in manifest["layout"]["tables"].values()]
+    given = settings.get("buffer_pool") or {}
+    setup = {"engine": manifest["engine"]["name"], "engine_version": manifest["engine"].get("version"),
+             "scale_factor": settings.get("scale_factor"),
+             "buffer_pool": f"{given['percent']:g}%" if "percent" in given else f"{given.get('bytes', 0) >> 20}M",
+             "buffer_pool_bytes": buffer_pool_bytes(settings),
+             "data_bytes": sum(stored) if stored and None not in stored else None,
+             "dilation": fidelity.get("dilation"), "fidelity": fidelity.get("verdict"),
+             "host": host.get("name"), "cpus": host.get("cpus"), "memory_bytes": host.get("memory_bytes"),
+             "kernel": host.get("kernel"), "tierlab": manifest.get("versions", {}).get("tierlab")}
+    # a variable the matrix varies keeps the value the study gave it
+    return {**row, **{name: value for name, value in setup.items() if name not in study["matrix"]}}
+
+
+def _queries(study_dir: Path, run_id: str) -> pd.DataFrame:
+    """One run's rows of queries.csv."""
+    tables = read_tables(study_dir / run_id)
+    ok = tables["queries"][tables["queries"]["status"] == "ok"].groupby("query")["elapsed_s"]
+    figures = per_query(tables).join(pd.DataFrame({"tries": ok.size(), "elapsed_min_s": ok.min(),
+                                                   "elapsed_max_s": ok.max()}))
+    return figures.rename_axis("query").reset_index().assign(run_id=run_id)
+
+
+def gather(study_dir: Path) -> dict:
+    """The findings' tables of one study (its results directory): name -> frame, and "study" -> its record's
+    summary."""
+    record = read_study_record(study_dir)
+    study = record["study"]
+    ok = [point for point in record["points"] if point["status"] == "ok"]
+    tables = {"study": {"study_id": record["study_id"], "study": study, "started_at": record.get("started_at"),
+                        "ended_at": record.get("ended_at"), "points": len(record["points"]), "ok": len(ok)},
+              "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]])}
+    if ok:
+        tables["queries"] = pd.concat([_queries(study_dir, point["run_id"]) for point in ok], ignore_index=True)
+    if ok and set(SETTINGS) & set(study["matrix"]):
+        tables["advice"], _ = advise_study(study_dir, record)
+    varied = {name for name, values in study["matrix"].items() if len(values) > 1}
+    # validate predicts query windows; a sysbench test's window is not one query
+    if len(ok) > 1 and varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]} and study["workload"] != "sysbench":
+        tables.update(validate(study_dir, record))
+    return tables
+
+
+def write_gathered(tables: dict, findings_dir: Path) -> Path:
+    """One study's tables in findings_dir/<its name>/, replacing what an earlier study of that name left there."""
+    out = findings_dir / tables["study"]["study"]["name"]
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "study.json").write_text(json.dumps(tables["study"], indent=1) + "\n")
+    for name, frame in tables.items():
+        if name != "study":
+            frame.to_csv(out / f"{name}.csv", index=False, float_format=FLOAT_FORMAT)
+    return out
+
+
+# the experiments of docs/experiments.md, in its order: id, title, question, and the study names that answer it
+# (by their start: the study files under docs/studies)
+EXPERIMENTS = (
+    ("E1", "Everything on one tier or the other",
+     "How much faster is each query with every table on the fast tier than with every table on the capacity tier, "
+     "and what in its access pattern explains the difference?", ("e1-", "ssb-engines")),
+    ("E2", "Placing some tables on the fast tier",
+     "Does more fast-tier space always help, and does recommend's prediction from one traced run find the layout "
+     "the measurements find fastest?", ("validate-q", "first-layouts")),
+    ("E3", "The fast tier as a cache",
+     "When does caching the capacity tier on the fast tier beat placing tables there, and does the cost model's "
+     "cache predict the emulated one?", ("e3-", "validate-cache")),
+    ("E4", "Page size, buffer pool, compression and threads",
+     "Which engine settings suit each tier?", ("e4-", "fs-compression", "first-buffer-pool")),
+    ("E5", "Join plans and parallel I/O on SSB",
+     "Which join plan is faster on each tier, what parallel I/O changes, and does the optimizer's choice stay "
+     "right?", ("e5-",)),
+    ("E6", "Devices and the unwritten contract",
+     "How do the devices behave, and does each workload use them as a fast SSD wants to be used?", ("e6-",)),
+)
+
+
+def experiment_of(name: str) -> str:
+    """The experiment a study belongs to by its name, or "" for none."""
+    return next((key for key, _, _, starts in EXPERIMENTS if name.startswith(starts)), "")
+
+
+def read_gathered(findings_dir: Path) -> list[dict]:
+    """Every study's tables under findings_dir (as write_gathered left them), by study name."""
+    studies = []
+    for study_file in sorted(findings_dir.glob("*/study.json")):
+        tables = {"study": json.loads(study_file.read_text())}
+        # the matrix's values as the study file gave them: text (a scale factor 1 is not 1.0, nor layout None NaN)
+        text = {name: str for name in [*tables["study"]["study"]["matrix"], "verdict", "also_differs"]}
+        for path in sorted(study_file.parent.glob("*.csv")):
+            tables[path.stem] = pd.read_csv(path, dtype=text, keep_default_na=False, na_values=[""])
+        studies.append(tables)
+    return studies
+
+
+def _where(names: list[str], key: tuple) -> str:
+    return " ".join(f"{name}={value}" for name, value in zip(names, key, strict=True)) or "the study"
+
+
+def _figures(tables: dict) -> tuple[pd.DataFrame, str, list[str], list[str], str]:
+    """Per combination of the matrix's values and query, the median figure over the point's runs with the least
+    and most of their tries (or runs, for tps), and the access pattern and plan of its first run; the variable
+    compared (the matrix's last), its values, the others, and the figure's unit."""
+    study = tables["study"]["study"]
+    matrix = list(study["matrix"])
+    compared, groups = matrix[-1], matrix[:-1]
+    runs = tables["runs"][tables["runs"]["status"] == "ok"]
+    rows = tables["queries"].merge(runs[["run_id", *matrix]], on="run_id")
+    by_tps = "tps" in rows and rows["tps"].notna().any()
+    figure, low, high, unit = ("tps", "tps", "tps", "tps") if by_tps else ("elapsed_s", "elapsed_min_s",
+                                                                           "elapsed_max_s", "s")
+    figures = rows.groupby([*groups, compared, "query"], sort=False).agg(
+        figure=(figure, "median"), low=(low, "min"), high=(high, "max"), runs=("run_id", "nunique"),
+        sequential_pct=("sequential_pct", "first"), repeat_access_rate=("repeat_access_rate", "first"),
+        category=("category", "first"), plan=("plan", "first")).reset_index()
+    return figures, compared, study["matrix"][compared], groups, unit
+
+
+def _spread(row) -> str:
+    return f"{row.figure:.3g}" if f"{row.low:.3g}" == f"{row.high:.3g}" else f"{row.figure:.3g} ({row.low:.3g}-{row.high:.3g})"
+
+
+def figures_table(figures: pd.DataFrame, compared: str, values: list[str], groups: list[str], unit: str) -> pd.DataFrame:
+    """The page's table of figures: per group and query, each value's median with its spread, each value's
+    speedup against the first, and the first value's access pattern and plan."""
+    rows = []
+    for key, group in figures.groupby([*groups, "query"], sort=False):
+        at = {row[compared]: row for row in group.to_dict("records")}
+        first = at.get(values[0])
+        row = dict(zip([*groups, "query"], key, strict=True))
+        for value in values:
+            row[f"{compared}={value} ({unit})"] = _spread(pd.Series(at[value])) if value in at else ""
+        for value in values[1:]:
+            ratio = _speedup(first, at.get(value), unit)
+            row[f"{value} vs {values[0]}"] = f"{ratio:.2f}x" if ratio == ratio else ""
+        if first is not None:
+            row.update({"category": first["category"], "sequential %": _number(first["sequential_pct"]),
+                        "repeat access": _number(first["repeat_access_rate"]),
+                        "plan": first["plan"] if isinstance(first["plan"], str) else ""})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _number(value) -> str:
+    return f"{value:.3g}" if isinstance(value, float | int) and value == value else ""
+
+
+def _speedup(base, other, unit: str) -> float:
+    """How many times as fast other ran as base: by time, or by tps; NaN where either lacks the figure."""
+    if base is None or other is None or not base["figure"] or not other["figure"]:
+        return float("nan")
+    return other["figure"] / base["figure"] if unit == "tps" else base["figure"] / other["figure"]
+
+
+def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: list[str], unit: str) -> list[str]:
+    """The study's answer, a sentence per group: the best value of the compared variable against the first (or,
+    where the first is best, against the next best), over the queries every value ran (their times summed) or per
+    sysbench test (tps); the range of the per-query speedups; the speedup by the first value's category."""
+    lines = []
+    for key, group in figures.groupby(groups, sort=False) if groups else [((), figures)]:
+        where = _where(groups, key if isinstance(key, tuple) else (key,))
+        if unit == "tps":
+            for step, rows in group.groupby("query", sort=False):
+                ranked = rows.sort_values("figure", ascending=False)
+                best, first = ranked.iloc[0], rows[rows[compared] == values[0]]
+                text = f"{where}, {step}: {compared}={best[compared]} ran most, {best['figure']:.0f} tps"
+                if len(first) and best[compared] != values[0]:
+                    text += f", {best['figure'] / first['figure'].iloc[0]:.2f}x {compared}={values[0]}'s"
+                lines.append(text)
+            continue
+        wide = group.pivot(index="query", columns=compared, values="figure").dropna()
+        ran = [value for value in values if value in wide]
+        if len(ran) < 2 or wide.empty:
+            lines.append(f"{where}: too few runs ok to compare {compared}")
+            continue
+        totals = wide[ran].sum().sort_values()
+        best = totals.index[0]
+        against = values[0] if best != values[0] else totals.index[1]
+        ratio = wide[against] / wide[best]
+        spread = (f"{ratio.min():.2f}x each" if f"{ratio.min():.2f}" == f"{ratio.max():.2f}" else
+                  f"{ratio.min():.2f}x ({ratio.idxmin()}) to {ratio.max():.2f}x ({ratio.idxmax()})")
+        text = (f"{where}: {compared}={best} ran its {len(wide)} queries in {totals[best]:.3g} s, "
+                f"{totals[against] / totals[best]:.2f}x as fast as {compared}={against} ({totals[against]:.3g} s); "
+                f"per query {spread}")
+        if len(ran) > 2:
+            text += "; all: " + ", ".join(f"{value} {totals[value]:.3g} s" for value in ran)
+        category = group[group[compared] == against].set_index("query")["category"].reindex(wide.index)
+        if category.notna().any():
+            text += (f". By category at {compared}={against}: " + ", ".join(
+                f"{name} {ratios.median():.2f}x ({len(ratios)})" for name, ratios in ratio.groupby(category)))
+        lines.append(text)
+    return lines
+
+
+def engine_contrasts(figures: pd.DataFrame, compared: str, values: list[str], unit: str, most: int = 5) -> list[str]:
+    """Where the engines' speedups (the last value against the first) differ most for a query, each engine's
+    speedup beside its plan and category: the plans explain the difference."""
+    if "engine" not in figures or figures["engine"].nunique() < 2 or len(values) < 2 or unit == "tps":
+        return []
+    first, last = (figures[figures[compared] == value].set_index(["query", "engine"]) for value in (values[0], values[-1]))
+    speedup = (first["figure"] / last["figure"]).dropna().unstack("engine").dropna()
+    if speedup.empty:
+        return []
+    gaps = (speedup.max(axis=1) / speedup.min(axis=1)).sort_values(ascending=False).head(most)
+    return [f"{query}: " + "; ".join(
+        f"{engine} {speedup.loc[query, engine]:.2f}x ({first.loc[(query, engine), 'category']}; plan: "
+        f"{first.loc[(query, engine), 'plan'] if isinstance(first.loc[(query, engine), 'plan'], str) else 'none read'})"
+        for engine in speedup.columns) for query in gaps.index if gaps[query] > 1.25]
+
+
+def validation_lines(tables: dict) -> list[str]:
+    """recommend's predictions held against the measurements (validate's tables), a sentence per group: how
+    often the predicted fastest layout was the measured fastest, the rank correlation beside the measurements'
+    own reproducibility, the regret; a cache's predicted time and hit share against the emulated cache's."""
+    study = tables["study"]["study"]
+    lines = []
+    layouts = tables.get("validation")
+    if layouts is not None and not layouts.empty:
+        others = [name for name in study["matrix"] if name not in LAYOUT_VARIABLES]
+        for key, rows in layouts.groupby(others, sort=False) if others else [((), layouts)]:
+            hits = int((rows["predicted_fastest"] == rows["measured_fastest"]).sum())
+            worst = rows.loc[rows["regret_pct"].idxmax()]
+            lines.append(
+                f"{_where(others, key if isinstance(key, tuple) else (key,))}: predicted from each traced run, "
+                f"recommend named the measured fastest layout in {hits} of {len(rows)} (query, run) pairs; median "
+                f"Spearman {rows['spearman'].median():.2f} (the measurements' own repeat Spearman "
+                f"{_number(rows['repeat_spearman'].median()) or 'not measured: one run per layout'}); median regret "
+                f"{rows['regret_pct'].median():.1f}%, worst {worst['regret_pct']:.1f}% ({worst['query']} from "
+                f"{worst['traced_layout']}: {worst['predicted_fastest']} predicted, {worst['measured_fastest']} "
+                "measured fastest)")
+    caches = tables.get("cache_validation")
+    if caches is not None and not caches.empty:
+        others = [name for name in study["matrix"] if name not in CACHE_VARIABLES]
+        for key, rows in caches.groupby(others, sort=False) if others else [((), caches)]:
+            error = rows["error_pct"].abs()
+            worst = rows.loc[error.idxmax()]
+            lines.append(
+                f"{_where(others, key if isinstance(key, tuple) else (key,))}: the cost model's cache predicted the "
+                f"emulated cache's time within {error.median():.0f}% (median over {len(rows)} predictions; worst "
+                f"{worst['error_pct']:+.0f}%: {worst['query']}, cache {worst['fast_cache']} {worst['policy']}), its "
+                f"hit share {rows['predicted_hit_pct'].median():.0f}% against {rows['measured_hit_pct'].median():.0f}% "
+                "measured (medians)")
+    return lines
+
+
+def _megabytes(values: pd.Series) -> str:
+    sizes = sorted({f"{value / 2**20:.0f}" for value in values.dropna()}, key=float)
+    return f"{sizes[0]} MiB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MiB" if sizes else "unknown"
+
+
+def setup_line(tables: dict) -> str:
+    """What the study's runs had: workload and scale factor, engines with their versions, buffer pool, tiers'
+    dilation and fidelity, host, repetitions, points ok, when."""
+    summary, study = tables["study"], tables["study"]["study"]
+    runs = tables["runs"][tables["runs"]["run_id"].notna() & tables["runs"]["engine"].notna()] \
+        if "engine" in tables["runs"] else tables["runs"].iloc[0:0]
+    if runs.empty:
+        return f"{study['workload']}; no run opened; {summary['ok']} of {summary['points']} points ok"
+    engines = ", ".join(f"{name} {' / '.join(sorted(set(rows['engine_version'].astype(str))))}"
+                        for name, rows in runs.groupby("engine", sort=False))
+    buffer_pools = list(dict.fromkeys(runs.sort_values("buffer_pool_bytes")["buffer_pool"].astype(str)))
+    fidelity = ", ".join(f"{verdict} in {count}" for verdict, count in runs["fidelity"].value_counts().items())
+    dilations = sorted(set(runs["dilation"].dropna()))
+    host = runs.iloc[0]
+    return (f"{study['workload']} at scale factor {' / '.join(sorted(set(runs['scale_factor'].astype(str))))}; "
+            f"{engines}; buffer pool {' / '.join(buffer_pools)} ({_megabytes(runs['buffer_pool_bytes'])}), data "
+            f"{_megabytes(runs['data_bytes'])}; tiers dilated "
+            f"{' / '.join(f'{d:g}' for d in dilations) or 'not at all'}x, fidelity {fidelity or 'not checked'}; "
+            f"host {host['host']}: {host['cpus']:.0f} CPUs, {host['memory_bytes'] / 2**30:.0f} GiB, kernel "
+            f"{host['kernel']}; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
+            f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'})")
+
+
+def study_findings(tables: dict) -> dict:
+    """One study's findings from its tables: experiment, name, setup, answers, contrasts between engines, advice,
+    validation, the figures table, the figures per group for plots, and its runs."""
+    study = tables["study"]["study"]
+    found = {"experiment": experiment_of(study["name"]), "name": study["name"], "setup": setup_line(tables),
+             "answers": [], "contrasts": [], "advice": [], "validation": validation_lines(tables),
+             "table": pd.DataFrame(), "plots": [], "compared": "", "unit": "",
+             "runs": tables["runs"][["point", "repetition", *study["matrix"], "status", "run_id"]]}
+    if "queries" in tables:
+        figures, compared, values, groups, unit = _figures(tables)
+        found.update(answers=answers(figures, compared, values, groups, unit),
+                     contrasts=engine_contrasts(figures, compared, values, unit),
+                     table=figures_table(figures, compared, values, groups, unit), compared=compared, unit=unit,
+                     plots=[(_where(groups, key if isinstance(key, tuple) else (key,)),
+                             rows.pivot(index="query", columns=compared, values="figure")
+                             .reindex(columns=[v for v in values if v in set(rows[compared])]))
+                            for key, rows in (figures.groupby(groups, sort=False) if groups else [((), figures)])])
+    if "advice" in tables:
+        found["advice"] = statements(tables["advice"].fillna({"verdict": "", "also_differs": ""}))
+    return found

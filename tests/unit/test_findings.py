@@ -1,0 +1,67 @@
+"""The findings page: its sentences from a study's figures, and the committed page written again, the same, from
+the committed tables under docs/findings/."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from tierlab.report.findings import write_findings_page
+from tierlab.studies.findings import answers, engine_contrasts
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def figures(rows: list[tuple]) -> pd.DataFrame:
+    """_figures' frame from (engine, layout, query, seconds, category, plan)."""
+    return pd.DataFrame([{"engine": engine, "layout": layout, "query": query, "figure": seconds, "low": seconds,
+                          "high": seconds, "runs": 1, "sequential_pct": 50.0, "repeat_access_rate": 1.0,
+                          "category": category, "plan": plan}
+                         for engine, layout, query, seconds, category, plan in rows])
+
+
+TWO_ENGINES = figures([
+    ("mariadb", "None", "q01", 10.0, "1 random repeated", "orders index lookup (PRIMARY)"),
+    ("mariadb", "ALL", "q01", 2.0, "1 random repeated", "orders index lookup (PRIMARY)"),
+    ("mariadb", "None", "q02", 4.0, "3 sequential", "lineitem table scan"),
+    ("mariadb", "ALL", "q02", 4.0, "3 sequential", "lineitem table scan"),
+    ("postgresql", "None", "q01", 6.0, "3 sequential", "orders table scan"),
+    ("postgresql", "ALL", "q01", 4.0, "3 sequential", "orders table scan"),
+    ("postgresql", "None", "q02", 3.0, "3 sequential", "lineitem table scan"),
+    ("postgresql", "ALL", "q02", 2.0, "3 sequential", "lineitem table scan"),
+])
+
+
+def test_the_answer_names_the_fastest_value_its_speedup_over_the_first_and_the_speedup_by_category():
+    assert answers(TWO_ENGINES, "layout", ["None", "ALL"], ["engine"], "s") == [
+        "engine=mariadb: layout=ALL ran its 2 queries in 6 s, 2.33x as fast as layout=None (14 s); per query "
+        "1.00x (q02) to 5.00x (q01). By category at layout=None: 1 random repeated 5.00x (1), 3 sequential 1.00x (1)",
+        "engine=postgresql: layout=ALL ran its 2 queries in 6 s, 1.50x as fast as layout=None (9 s); per query "
+        "1.50x each. By category at layout=None: 3 sequential 1.50x (2)"]
+
+
+def test_where_the_first_value_is_fastest_the_answer_sets_it_against_the_next_best():
+    slower = TWO_ENGINES[TWO_ENGINES["engine"] == "mariadb"].assign(
+        figure=[10.0, 20.0, 4.0, 8.0])
+    assert answers(slower, "layout", ["None", "ALL"], ["engine"], "s")[0].startswith(
+        "engine=mariadb: layout=None ran its 2 queries in 14 s, 2.00x as fast as layout=ALL (28 s)")
+
+
+def test_engines_apart_are_named_with_each_engine_s_speedup_category_and_plan():
+    assert engine_contrasts(TWO_ENGINES, "layout", ["None", "ALL"], "s") == [
+        "q01: mariadb 5.00x (1 random repeated; plan: orders index lookup (PRIMARY)); postgresql 1.50x "
+        "(3 sequential; plan: orders table scan)",
+        "q02: mariadb 1.00x (3 sequential; plan: lineitem table scan); postgresql 1.50x (3 sequential; plan: "
+        "lineitem table scan)"]
+
+
+def test_a_sysbench_study_is_answered_per_test_by_its_transactions_per_second():
+    tps = figures([("mariadb", "16k", "oltp_read_only", 100.0, "2 random", ""),
+                   ("mariadb", "4k", "oltp_read_only", 250.0, "2 random", "")]).rename(columns={"layout": "page_size"})
+    assert answers(tps, "page_size", ["16k", "4k"], ["engine"], "tps") == [
+        "engine=mariadb, oltp_read_only: page_size=4k ran most, 250 tps, 2.50x page_size=16k's"]
+
+
+def test_the_committed_findings_page_is_written_again_the_same_from_the_committed_tables(tmp_path):
+    write_findings_page(DOCS / "findings", tmp_path)
+    assert (tmp_path / "findings.md").read_text() == (DOCS / "findings.md").read_text()
+    assert (tmp_path / "findings.html").read_text() == (DOCS / "findings.html").read_text()
