@@ -123,7 +123,8 @@ def test_findings_publish_the_two_studies_answers_advice_and_validation_from_tab
     done = cli("findings", str(layouts["dir"]), str(buffer_pool_study), "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "findings" / "layouts").iterdir()) == [
-        "queries.csv", "runs.csv", "study.json", "validation.csv", "validation_layouts.csv"]
+        "cache_curve.csv", "queries.csv", "recommend.csv", "runs.csv", "study.json", "validation.csv",
+        "validation_layouts.csv"]
     assert sorted(p.name for p in (tmp_path / "findings" / "buffer-pool").iterdir()) == [
         "advice.csv", "queries.csv", "runs.csv", "study.json"]
     # each layout's time per query: the median of its two runs, read from the runs themselves
@@ -141,6 +142,14 @@ def test_findings_publish_the_two_studies_answers_advice_and_validation_from_tab
     hits = int((validation["predicted_fastest"] == validation["measured_fastest"]).sum())
     assert f"recommend named the measured fastest layout in {hits} of 12 (query, run) pairs" in page
     assert "\n- buffer_pool for all queries (all runs): 64M (64 MiB) is best, " in page
+    # recommend asked from the first run with nothing on the fast tier, for a quarter of its data
+    first_bare = layouts["runs"]["None", 1]
+    stored = sum(t["stored_bytes"] for t in json.loads((first_bare / "manifest.json").read_text())["layout"]["tables"]
+                 .values())
+    advised = read_csv(tmp_path / "findings" / "layouts" / "recommend.csv")
+    assert advised[["run_id", "fast_capacity_bytes", "traced_layout"]].values.tolist() == [
+        [first_bare.name, int(stored * 0.25) >> 20 << 20, "None"]]
+    assert f"Evidence: run {first_bare.name}" in page
     for run_dir in layouts["runs"].values():
         assert f"| {run_dir.name} |" in page
     written = {name: (tmp_path / name).read_text() for name in ("findings.md", "findings.html")}

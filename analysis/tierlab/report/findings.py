@@ -23,7 +23,7 @@ def _sections(found: dict) -> list[tuple[str, list[str]]]:
     """A study's findings as (heading, lines) in the page's order; the figures table and runs apart."""
     return [(heading, lines) for heading, lines in (
         ("Answer", found["answers"]), ("Engines apart, with their plans", found["contrasts"]),
-        ("Advice (tierlab advise)", found["advice"]),
+        ("Advice (tierlab advise)", found["advice"]), ("Advice (tierlab recommend)", found["recommend"]),
         ("recommend's predictions against the measurements (tierlab validate)", found["validation"])) if lines]
 
 

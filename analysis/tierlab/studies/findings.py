@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..placement.recommend import recommend
 from ..placement.validate import CACHE_VARIABLES, LAYOUT_VARIABLES, validate
 from ..runs.results import per_query, read_manifest, read_tables
-from ..runs.settings import buffer_pool_bytes
+from ..runs.settings import buffer_pool_bytes, human_bytes
 from .advise import SETTINGS, advise_study, statements
 from .study import read_study_record
 
@@ -40,6 +41,7 @@ def _setup(point: dict, study: dict, study_dir: Path) -> dict:
     stored = [table.get("stored_bytes") for table in manifest["layout"]["tables"].values()]
     given = settings.get("buffer_pool") or {}
     setup = {"engine": manifest["engine"]["name"], "engine_version": manifest["engine"].get("version"),
+             "layout": settings.get("layout"), "fast_cache": settings.get("fast_cache"),
              "scale_factor": settings.get("scale_factor"),
              "buffer_pool": f"{given['percent']:g}%" if "percent" in given else f"{given.get('bytes', 0) >> 20}M",
              "buffer_pool_bytes": buffer_pool_bytes(settings),
@@ -60,6 +62,34 @@ def _queries(study_dir: Path, run_id: str) -> pd.DataFrame:
     return figures.rename_axis("query").reset_index().assign(run_id=run_id)
 
 
+# the fast-tier capacity recommend is asked about: a share of the data (a quarter: the fast tier much smaller
+# than the database, as the source study's and most hosts' are)
+RECOMMEND_SHARE = 0.25
+
+
+def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """recommend's answer per combination of the matrix's variables other than layout and cache, from its first ok
+    run with nothing on the fast tier (layout None, no cache): the layout for a fast tier of RECOMMEND_SHARE of
+    the data, the cache of that size beside it, the migration; and its cache curve (placement against cache at
+    every capacity of its capacity curve)."""
+    others = [name for name in study["matrix"] if name not in (*LAYOUT_VARIABLES, *CACHE_VARIABLES)]
+    bare = runs[(runs["status"] == "ok") & (runs["layout"] == "None") & (runs["fast_cache"] == "none")]
+    answers, curves = [], []
+    for key, rows in bare.groupby(others, sort=False) if others else [((), bare)]:
+        row = rows.iloc[0]
+        named = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
+        capacity = int(row["data_bytes"] * RECOMMEND_SHARE) >> 20 << 20
+        result, tables = recommend([str(study_dir / row["run_id"])], capacity)
+        migration = result["migration"]
+        answers.append({**named, "run_id": row["run_id"], **{k: result[k] for k in (
+            "fast_capacity_bytes", "layout", "fast_bytes", "predicted_s", "traced_layout", "traced_s",
+            "cache_predicted_s", "cache_hit_pct", "lru_predicted_s", "verdict")},
+            "migration_tables": "+".join(migration["tables"]), "migration_bytes": migration["bytes"],
+            "migration_s": migration["predicted_s"]})
+        curves.append(tables["cache_curve"].assign(**named)[[*others, *tables["cache_curve"].columns]])
+    return pd.DataFrame(answers), pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+
+
 def gather(study_dir: Path) -> dict:
     """The findings' tables of one study (its results directory): name -> frame, and "study" -> its record's
     summary."""
@@ -77,6 +107,8 @@ def gather(study_dir: Path) -> dict:
     # validate predicts query windows; a sysbench test's window is not one query
     if len(ok) > 1 and varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]} and study["workload"] != "sysbench":
         tables.update(validate(study_dir, record))
+    if ok and study["workload"] != "sysbench" and varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]}:
+        tables["recommend"], tables["cache_curve"] = _recommended(study_dir, study, tables["runs"])
     return tables
 
 
@@ -283,6 +315,34 @@ def validation_lines(tables: dict) -> list[str]:
     return lines
 
 
+def recommend_lines(tables: dict) -> list[str]:
+    """recommend's answer per group, as a DBA reads it, with the run it rests on; and per group where its cache
+    curve says a block cache beats the best placement that fits."""
+    study = tables["study"]["study"]
+    answers = tables.get("recommend")
+    if answers is None or answers.empty:
+        return []
+    others = [name for name in study["matrix"] if name not in (*LAYOUT_VARIABLES, *CACHE_VARIABLES)]
+    curves = tables["cache_curve"]
+    lines = []
+    for row in answers.to_dict("records"):
+        key = tuple(row[name] for name in others)
+        lines.append(
+            f"{_where(others, key)}: with {human_bytes(row['fast_capacity_bytes'])} of fast tier (a quarter of the data), "
+            f"recommend places {row['layout']} ({human_bytes(row['fast_bytes'])}) there, predicted {row['predicted_s']:.3g} s "
+            f"against {row['traced_s']:.3g} s traced with {row['traced_layout']}; the fast tier as a block cache of "
+            f"that size, predicted {row['cache_predicted_s']:.3g} s ({row['cache_hit_pct']:.0f}% of requests hit): "
+            f"{row['verdict']} is faster; the migration moves {row['migration_tables'] or 'nothing'} "
+            f"({human_bytes(row['migration_bytes'])}, about {row['migration_s']:.1f} s). Evidence: run {row['run_id']}")
+        curve = curves[(curves[others] == pd.Series(dict(zip(others, key, strict=True)))).all(axis=1)] if others \
+            else curves
+        cache = curve[curve["verdict"] == "cache"]
+        lines.append(f"{_where(others, key)}: over the capacity curve ({len(curve)} capacities), a cache beats the "
+                     "best placement that fits " + (f"at {', '.join(human_bytes(c) for c in cache['capacity_bytes'])}"
+                                                    if len(cache) else "at none"))
+    return lines
+
+
 def _megabytes(values: pd.Series) -> str:
     sizes = sorted({f"{value / 2**20:.0f}" for value in values.dropna()}, key=float)
     return f"{sizes[0]} MiB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MiB" if sizes else "unknown"
@@ -317,6 +377,7 @@ def study_findings(tables: dict) -> dict:
     study = tables["study"]["study"]
     found = {"experiment": experiment_of(study["name"]), "name": study["name"], "setup": setup_line(tables),
              "answers": [], "contrasts": [], "advice": [], "validation": validation_lines(tables),
+             "recommend": recommend_lines(tables),
              "table": pd.DataFrame(), "plots": [], "compared": "", "unit": "",
              "runs": tables["runs"][["point", "repetition", *study["matrix"], "status", "run_id"]]}
     if "queries" in tables:
