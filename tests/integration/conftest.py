@@ -69,6 +69,15 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds:8.1f} s  {role}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ansible_files(tmp_path_factory):
+    """Ansible's files on the hosts (its modules' temporary directories, the query loop's job status) under the
+    suite's own temporary directory, for every playbook the suite runs and every tierlab command it starts: by
+    default they would be left in the default root's /var/lib/tierlab/ansible-tmp and in ~/.ansible_async."""
+    here = tmp_path_factory.mktemp("ansible")
+    os.environ.update(ANSIBLE_REMOTE_TMP=str(here / "remote-tmp"), ANSIBLE_ASYNC_DIR=str(here / "async"))
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     lab = Lab(tmp_path_factory.mktemp("results"))

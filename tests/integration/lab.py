@@ -129,7 +129,7 @@ class Lab:
     def execute(self, instance: str, sql: str, limit_s: int, output: Path, database: str = TPCH_DATABASE) -> dict:
         """One statement through the query loop's execute, on an instance of this root, by the agent installed on
         the root (its own process, as the query loop runs it)."""
-        program = ("import json, sys; from tierlab_host.engines import engine; from tierlab_host.runner import execute; "
+        program = ("import json, sys; from tierlab_host.engines import engine; from tierlab_host.clients import execute; "
                    "spec, database, sql, limit_s, output = json.load(sys.stdin); "
                    "print(json.dumps(execute(engine(spec), database, sql, limit_s, output)))")
         spec = json.loads(Path(self.root, "instances", instance, "engine.json").read_text())

@@ -46,6 +46,8 @@ def test_each_try_is_said_as_it_ends_and_the_task_ends_with_the_loop_s_done(tmp_
     assert "localhost: cut a row torn in its write" in out, out
     assert "localhost: q03_try1 (2 of 2): error in 1.25 s; about 0 s left" in out, out
     assert "failed=0" in out, out
+    # the job's record on the host is gone with it
+    assert list((tmp_path / "async").iterdir()) == []
 
 
 def test_the_loop_s_own_failure_fails_the_task_with_its_reason(tmp_path):

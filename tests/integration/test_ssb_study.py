@@ -36,6 +36,8 @@ def ssb_runs(lab):
             "postgresql-index": lab.run("LO", playbook="ssb.yml", join_plan="index", fast_random_page_cost="1.1",
                                           capacity_effective_io_concurrency="32", **postgresql),
             "mariadb-corun": lab.run("LO", playbook="ssb.yml", queries="2.1,3.4", corun="1.1", trace_backend="ftrace"),
+            "postgresql-writer": lab.run("LO", playbook="ssb.yml", engine="postgresql", queries="2.1", corun="writer",
+                                         trace_backend="ftrace"),
             "postgresql-split": lab.run("LO", playbook="ssb.yml", subqueries="4", **postgresql),
             "postgresql-split-hash": lab.run("LO", playbook="ssb.yml", subqueries="4", join_plan="hash", **postgresql),
             **{f"{engine}-{plan}": lab.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan, **warm)
@@ -168,6 +170,26 @@ def test_a_co_runner_runs_within_each_query_s_window_and_is_counted_in_its_row(s
                            read_answer(ssb_runs["mariadb"] / "raw" / "output" / "q1.1_try1.tsv"))
         assert same_answer(read_answer(run_dir / "raw" / "output" / f"{query}_try1.tsv"),
                            read_answer(ssb_runs["mariadb"] / "raw" / "output" / f"{query}_try1.tsv"))
+
+
+def test_a_writer_writes_to_the_capacity_tier_from_the_query_s_start_to_its_end_and_its_transactions_are_counted(
+        ssb_runs):
+    run_dir = ssb_runs["postgresql-writer"]
+    queries = read_csv(run_dir / "tables" / "queries.csv")
+    assert queries[["query", "status", "corun"]].values.tolist() == [["q2.1", "ok", "writer"]]
+    assert queries["corun_error"].isna().all()
+    (start, end), marks = corun_marks(run_dir, "q2.1_try1")
+    assert [text for _, text in marks] == ["tierlab corun start q2.1_try1 1", "tierlab corun end q2.1_try1 1"]
+    assert start <= marks[0][0] < marks[1][0] <= end
+    reports = [json.loads(line) for line in (run_dir / "raw" / "driver" / "q2.1_try1.corun.jsonl").read_text()
+               .splitlines() if line.startswith("{")]
+    assert queries["corun_runs"].iloc[0] == sum(r["events"] for r in reports if r["kind"] == "interval") > 0
+    # the query reads; what writes on the capacity tier in its window is the writer (the WAL is on the system
+    # tier, which is the capacity tier too)
+    tiers = read_csv(run_dir / "tables" / "tier_metrics.csv").set_index("tier")
+    capacity = next(t["name"] for t in json.loads((run_dir / "manifest.json").read_text())["tiers"]
+                    if t["role"] == "capacity")
+    assert tiers.loc[capacity, "write_requests"] > 0
 
 
 def merged_answer(parts: list[list[list]], sql: str) -> list[list]:

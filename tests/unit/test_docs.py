@@ -19,8 +19,9 @@ NOT_IN_THE_REPOSITORY = {
 }
 # what the emulator's Makefile builds
 BUILT = {"emulator/tierlab-emu", "emulator/libtierlab-model.so"}
-# a run's or a study's directory under results/, which tierlab writes: its id begins with the time it started
-OUTPUT = re.compile(r"results/\d{8}T\d{6}Z_")
+# a run's or a study's directory under results/, which tierlab writes: its id begins with the time it started, or
+# make findings' studies under results/findings/ and results/findings-quick/
+OUTPUT = re.compile(r"results/(?:\d{8}T\d{6}Z_|findings/|findings-quick/|findings$|findings-quick$)")
 # the changelog names what was renamed or removed
 HISTORY = ("CHANGELOG.md",)
 

@@ -141,13 +141,23 @@ def test_a_run_has_no_co_runner_unless_one_query_is_named():
     assert settings(corun="None")["corun"] == "none"
     assert settings(corun="3")["corun"] == "q03"
     assert settings(workload="ssb", layout="LO", corun="q2.1")["corun"] == "q2.1"
+    assert settings()["corun_writer"] is None
+
+
+def test_a_writer_co_runner_is_sysbench_s_write_only_test_on_four_tables_of_its_own_with_four_threads():
+    writer = settings(corun="Writer")
+    assert writer["corun"] == "writer"
+    assert writer["corun_writer"] == {"test": "oltp_write_only", "database": "tierlab_writer", "tables": 4,
+                                      "table_size": 100000, "threads": 4, "report_interval_s": 1}
+    assert connections(writer) == 5
 
 
 @pytest.mark.parametrize("value", ["all", "3,5", "23", "q1.1"])
 def test_a_co_runner_other_than_one_query_of_the_workload_is_refused(value):
     with pytest.raises(InputError) as err:
         settings(corun=value)
-    assert str(err.value) == f"corun={value!r} is not allowed; allowed: none, or one tpch query from q01 to q22 (e.g. q22)"
+    assert str(err.value) == (f"corun={value!r} is not allowed; allowed: none, writer, or one tpch query from q01 "
+                              "to q22 (e.g. q22)")
 
 
 def test_ssb_queries_are_split_by_their_driving_dimension_s_keys_only_when_asked():

@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import trace
+from .clients import STOP
 from .extents import map_files
 from .observed import observed
-from .runner import STOP, _append, _done_tries, _progress, locked_loop, run_recorded
+from .runner import _append, _done_tries, _progress, locked_loop, run_recorded
 from .system import SYS_DEV_BLOCK, device_model, device_name, device_of_path, mount_facts, whole_disk
 
 # how often a stop is looked for while an interval lasts

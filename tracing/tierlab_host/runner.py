@@ -1,5 +1,6 @@
 """The query loop: for each step (a query, or a driver's test for a timed window) and try, cold start,
-warm-up (a driver's), trace on, execute (with the run's corun query beside it, if any), trace off, record.
+warm-up (a driver's), trace on, execute (with the run's co-runner beside it, if any: a query, or a writer), trace
+off, record.
 
 The server is left running at the end, as the engine role started it.
 Everything measured is written as soon as it exists: one JSON line per try in
@@ -14,23 +15,18 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
-import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 from . import emulator, record, replay, subqueries, sysbench, trace
+from .clients import STOP, execute, watched
+from .corun import corunner_of, prepare_writer
 from .engines import engine
 from .extents import map_files
 from .system import KILL_WAIT_S, HostError, cmdline, device_of_path, signal_process, wait_gone, wait_while_working
 
-# the client is given this long beyond the server-side limit before it is killed
-CLIENT_GRACE_S = 60
-# how often the emulators are checked while a statement runs
-WATCH_INTERVAL_S = 15
 # the progress log the playbook follows
 PROGRESS_LOG = "run.log"
 
@@ -158,90 +154,6 @@ STALL_S = 60
 CLEAN_UP_LIMIT_S = 900
 
 
-class Stopped(HostError):
-    """The loop was asked to stop by a signal."""
-
-
-class StopRequest:
-    """A SIGTERM or SIGINT (a user, or the playbook's job being stopped) stops the query loop at once but
-    cleanly: the clients under way are killed, the try they ran is not recorded (a resume runs it again), and
-    the loop's own clean-up (the tracing instance, the emulated cache) runs as it unwinds. Python's default
-    would end the process without that clean-up, and an Ansible job inherits SIGINT ignored."""
-
-    def __init__(self):
-        self.signal_name = ""
-        self.clients: set[subprocess.Popen] = set()
-
-    def install(self) -> None:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, self._ask)
-
-    def _ask(self, number: int, frame) -> None:
-        self.signal_name = signal.Signals(number).name
-        for client in list(self.clients):
-            client.kill()
-
-    def check(self) -> None:
-        if self.signal_name:
-            raise Stopped(f"stopped by {self.signal_name}; the try under way, if any, has no row: resume the run to "
-                          "run it and the rest")
-
-
-STOP = StopRequest()
-
-
-def _watched(cmd: list[str], stdin: bytes | None, env: dict | None, output: Path, limit_s: float) -> dict:
-    """Run a client to its end, its output to `output`, the tiers' emulators watched while it runs: one that
-    hangs has its connection aborted, so the client fails instead of waiting forever. Killed (status timeout)
-    `CLIENT_GRACE_S` after `limit_s`; else its exit code and standard error. Raises Stopped if the loop is
-    asked to stop while the client runs (it is killed)."""
-    started = time.monotonic()
-    with open(output, "wb") as out, tempfile.TemporaryFile() as err:
-        STOP.check()
-        client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env)
-        STOP.clients.add(client)
-        try:
-            if STOP.signal_name:
-                client.kill()
-            if stdin:
-                # a client killed at once by a stop has closed its end
-                with contextlib.suppress(BrokenPipeError):
-                    client.stdin.write(stdin)
-            client.stdin.close()
-            while True:
-                try:
-                    client.wait(timeout=WATCH_INTERVAL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    emulator.abort_hung()
-                    if time.monotonic() - started > limit_s + CLIENT_GRACE_S:
-                        client.kill()
-                        client.wait()
-                        elapsed = time.monotonic() - started
-                        return {"status": "timeout", "error": f"client killed after {elapsed:.1f} s",
-                                "elapsed_s": elapsed}
-        finally:
-            STOP.clients.discard(client)
-        STOP.check()
-        err.seek(0)
-        error = err.read().decode(errors="replace").strip()
-    return {"status": "ok" if client.returncode == 0 else "error", "error": error,
-            "elapsed_s": time.monotonic() - started}
-
-
-def execute(db, database: str, sql: str, limit_s: int, output: Path) -> dict:
-    """Run one statement through the engine's client under a server-side time limit; status ok,
-    error or timeout."""
-    result = _watched(db.client_command(database), db.script(sql, limit_s).encode(), None, output, limit_s)
-    if result["status"] == "error" and db.is_timeout(result["error"]):
-        result["status"] = "timeout"
-    if result["status"] != "ok":
-        return {**result, "rows": None}
-    with open(output, "rb") as f:
-        rows = sum(1 for _ in f)
-    return {**result, "error": "", "rows": rows}
-
-
 class QueryStep:
     """A step of a query workload: one query file, run by the engine's client under the query timeout; or, split
     into subqueries (range_starts: per table and column it is split by, the first value of each range), each
@@ -289,7 +201,7 @@ class SysbenchStep:
 
     def _sysbench(self, db, seconds: int, output: Path) -> dict:
         cmd, env = sysbench.command(db, self.spec["database"], self.test, self.driver, seconds)
-        result = _watched(cmd, None, env, output, seconds)
+        result = watched(cmd, None, env, output, seconds)
         if result["status"] == "ok" and not any(r["kind"] == "total" for r in sysbench.reports(output)):
             result["status"] = "error"
         if result["status"] == "error":
@@ -312,60 +224,6 @@ class SysbenchStep:
         """A timed window runs many statements: no one plan."""
 
 
-class CoRunner:
-    """The run's corun query, run over and over on a connection of its own beside a step, each time to its end,
-    from just before the step starts until the step ends: the interference of a second workload. The run that
-    is under way when the step ends is waited for (it may outlast the step's window), so that nothing of it
-    runs into the next step; only the runs that ended within the window are counted. Each run's start and end are
-    marked in the window's trace (`tierlab corun start|end <label> <n>`), on the trace's clock."""
-
-    def __init__(self, db, spec: dict, raw: Path, label: str, mark):
-        self.db = db
-        self.label = label
-        self.mark = mark
-        self.spec = spec
-        self.query = spec["corun"]
-        self.sql = (Path(spec["queries_dir"]) / f"{self.query}.sql").read_text()
-        self.output = raw / "output" / f"{label}.corun.tsv"
-        self.runs: list[dict] = []
-        self.window_end: float | None = None
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name=f"corun {self.query}", daemon=True)
-
-    def _loop(self) -> None:
-        while not self.stopping.is_set():
-            number = len(self.runs) + 1
-            self.mark(f"tierlab corun start {self.label} {number}")
-            try:
-                result = execute(self.db, self.spec["database"], self.sql, self.spec["query_timeout_s"], self.output)
-            except Stopped:
-                # the step beside it stops too, and says why
-                return
-            self.mark(f"tierlab corun end {self.label} {number}")
-            self.runs.append({**result, "ended": time.monotonic()})
-            if result["status"] != "ok":
-                return
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def end_window(self) -> None:
-        """The step's window has ended: no run starts after this."""
-        self.window_end = time.monotonic()
-        self.stopping.set()
-
-    def result(self) -> dict:
-        """Once the run under way has ended, the row's corun fields: the query, how many of its runs ended
-        within the step's window, their mean seconds, and the error of a run that failed (the co-runner stops at
-        its first failure)."""
-        self.thread.join()
-        within = [run for run in self.runs if run["ended"] <= self.window_end and run["status"] == "ok"]
-        failed = [run for run in self.runs if run["status"] != "ok"]
-        return {"corun": self.query, "corun_runs": len(within),
-                "corun_elapsed_s": sum(run["elapsed_s"] for run in within) / len(within) if within else None,
-                "corun_error": f"{failed[0]['status']}: {failed[0]['error']}" if failed else ""}
-
-
 class ReplayStep:
     """A step that replays a PostgreSQL log of a workload directory (raw/driver/ keeps pgreplay's report): the log,
     its sessions made the run's, is written once before the first window; the step ends when the replay does."""
@@ -382,7 +240,7 @@ class ReplayStep:
     def run(self, db, raw: Path, label: str) -> dict:
         cmd, env = replay.command(db.spec, self.replayed, self.spec["replay_speed"])
         output = raw / "driver" / f"{label}.txt"
-        result = _watched(cmd, None, env, output, self.spec["query_timeout_s"])
+        result = watched(cmd, None, env, output, self.spec["query_timeout_s"])
         counts = replay.reported(output.read_text(errors="replace"))
         if result["status"] == "ok" and counts["statements"] is None:
             result = {**result, "status": "error", "error": f"pgreplay wrote no report: {result['error']}"}
@@ -459,6 +317,8 @@ def _run_locked(spec: dict, raw: Path) -> dict:
     db.start()
     (raw / "engine.json").write_text(json.dumps(db.facts(), indent=1))
     range_starts = subquery_range_starts(db, spec)
+    if spec.get("corun") == "writer":
+        prepare_writer(db, spec["writer"])
     extents_file = raw / "extents.json"
     if not extents_file.exists():
         extents_file.write_text(json.dumps({"taken_at": _now(), "files": map_files(object_files(db, spec))}, indent=1))
@@ -490,16 +350,18 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             emulators_before = emulator.require_running()
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
-            corunner = CoRunner(db, spec, raw, label, backend.mark if backend else lambda text: None) \
-                if spec.get("corun") else None
+            corunner = corunner_of(db, spec, raw, label, backend.mark if backend else lambda text: None)
+            if corunner:
+                corunner.begin()
             if backend:
                 backend.start(label, raw / "traces")
             if corunner:
                 corunner.start()
             result = current.run(db, raw, label)
-            trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
             if corunner:
+                # inside the trace's window, so that its end is on the trace's clock
                 corunner.end_window()
+            trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
             row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
             try:

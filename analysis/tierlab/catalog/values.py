@@ -232,18 +232,20 @@ class Queries:
 
 @dataclass(frozen=True)
 class Corun:
-    """'none', or the id of the one query of the workload that runs beside every query of the run."""
-    allowed = "none, or one query of the workload (q1.1)"
+    """'none', 'writer' (a concurrent writer: CORUN_WRITER), or the id of the one query of the workload that runs
+    beside every query of the run."""
+    allowed = "none, writer, or one query of the workload (q1.1)"
 
     def parse(self, name: str, value, context: Context) -> str:
-        if str(value).strip().lower() == "none":
-            return "none"
+        if str(value).strip().lower() in ("none", "writer"):
+            return str(value).strip().lower()
         workload = context.workload
         try:
             (query,) = Queries().parse(name, value, context)
         except (InputError, ValueError):
             first, last = workload.queries[0], workload.queries[-1]
-            raise refusal(name, value, f"none, or one {workload.name} query from {first} to {last} (e.g. {last})") from None
+            raise refusal(name, value, f"none, writer, or one {workload.name} query from {first} to {last} "
+                                       f"(e.g. {last})") from None
         return query
 
 

@@ -121,8 +121,12 @@ VARIABLES = (
     Variable("corun", Corun(), "none",
              "one query of the workload (`q1.1`) that runs beside every query of the run on a connection of its own, "
              "over and over, each time to its end, from just before the query starts until it ends (the interference "
-             "of a second workload). `queries.csv` gives each query's co-runner, how many of its runs ended within "
-             "the window and their mean seconds.", workloads=QUERY_WORKLOADS),
+             "of a second workload); or `writer`, a concurrent writer: sysbench's `oltp_write_only` with 4 threads on "
+             "4 tables of 100,000 rows of its own (database `tierlab_writer`, made afresh at the start of each run, "
+             "on the capacity tier), writing for a second before the query's window opens and stopped as it ends. "
+             "`queries.csv` gives each query's co-runner, how many of its runs ended within the window and their mean "
+             "seconds; for the writer, its transactions in the report intervals that ended within the window (no "
+             "mean).", workloads=QUERY_WORKLOADS),
     Variable("subqueries", Int(1, 64), "1",
              "each query split into this many subqueries run at once, each on a connection of its own with one range "
              "of its driving dimension's key added to its WHERE clause (flight 1 by date, flight 2 by part, flights 3 "

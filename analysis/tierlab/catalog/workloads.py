@@ -158,6 +158,11 @@ SYSBENCH = Workload(
 )
 
 WORKLOADS = {workload.name: workload for workload in (TPCH, SSB, SYSBENCH)}
+
+# corun=writer: a concurrent writer beside every query, sysbench's write-only OLTP test on tables of its own on the
+# capacity tier (about 100 MB: small beside TPC-H's or SSB's SF 1, so that it writes at random over all of them)
+CORUN_WRITER = {"test": "oltp_write_only", "database": "tierlab_writer", "tables": 4, "table_size": 100000,
+                "threads": 4, "report_interval_s": 1}
 # the workload of playbooks/workload.yml: one the user declares in a directory (workload_dir)
 WORKLOAD_DIR = "workload_dir"
 

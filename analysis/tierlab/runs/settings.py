@@ -22,7 +22,7 @@ from ..catalog.variables import (
     Choice,
     Int,
 )
-from ..catalog.workloads import WORKLOAD_DIR, WORKLOADS, Workload, workload_of
+from ..catalog.workloads import CORUN_WRITER, WORKLOAD_DIR, WORKLOADS, Workload, workload_of
 from ..devices import profiles
 from ..errors import DeviceProfileError, InputError
 from .workload_dir import read_workload_dir
@@ -110,6 +110,7 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     if settings["retry_failed"] and not settings["resume"]:
         raise InputError("retry_failed=true retries the failed tries of a run being resumed: give resume=RUN_ID too")
     settings["subquery_keys"] = _subquery_keys(settings, workload, engine.family)
+    settings["corun_writer"] = CORUN_WRITER if settings.get("corun") == "writer" else None
     settings["scale"] = scale_name(settings)
     # where the data is generated once, under the root's data cache (a workload directory's, per revision)
     settings["data_cache"] = f"{workload.name}/{settings['scale']}" + (f"-{workload.revision}" if workload.revision else "")
@@ -321,7 +322,9 @@ def connections(settings: dict) -> int:
     (one when it is not split) and the co-running query's."""
     if settings["threads"] is not None:
         return settings["threads"]
-    return (settings["subqueries"] or 1) + (settings["corun"] not in (None, "none"))
+    corun = settings["corun"]
+    return (settings["subqueries"] or 1) + (0 if corun in (None, "none") else CORUN_WRITER["threads"]
+                                             if corun == "writer" else 1)
 
 
 def busy_postgresql_processes(settings: dict) -> int:

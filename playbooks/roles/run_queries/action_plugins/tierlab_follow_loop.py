@@ -3,9 +3,11 @@ task for the whole loop. A task per try forked a controller worker and ran a mod
 query ran; here each poll is a `tail` of the lines not yet seen.
 
 Arguments: path (the host's run.log), pending (the labels of the tries the loop runs), jid (the loop's async job),
-try_timeout_s (how long a try may take before the loop counts as hung). Fails with the loop's own `failed: WHY`;
-when the loop's job ended without `done` (killed, or refused before its loop began), with what the job said; and
-when no try ends in try_timeout_s."""
+try_timeout_s (how long a try may take before the loop counts as hung). Ends when the loop's job has ended after
+its `done`, with the job's record on the host removed (Ansible's async_status keeps one file per job there until
+asked to clean it up). Fails with the loop's own `failed: WHY`; when the loop's job ended without `done` (killed,
+or refused before its loop began), or failed after it, with what the job said; and when no try ends in
+try_timeout_s."""
 
 import re
 import shlex
@@ -36,12 +38,22 @@ class ActionModule(ActionBase):
         text = done.get("stdout", "")
         return text.split("\n")[:-1]
 
-    def _job_ended(self, jid: str, task_vars: dict) -> dict | None:
-        """The loop's async job's result once it has ended, else None (as async_status finds it)."""
+    def _async_status(self, jid: str, task_vars: dict, mode: str) -> dict:
         async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
-        job = self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
-                                   module_args={"jid": jid, "_async_dir": async_dir})
-        return job if job.get("finished") else None
+        return self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
+                                    module_args={"jid": jid, "mode": mode, "_async_dir": async_dir})
+
+    def _job_ended(self, jid: str, task_vars: dict) -> dict | None:
+        """The loop's async job's result once it has ended, else None (as async_status finds it); an ended job's
+        record is removed."""
+        job = self._async_status(jid, task_vars, "status")
+        if not job.get("finished"):
+            return None
+        self._async_status(jid, task_vars, "cleanup")
+        return job
+
+    def _said(self, job: dict) -> str:
+        return " ".join(str(job.get("stderr") or job.get("msg") or "").split())[-2000:] or "it said nothing"
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -59,7 +71,13 @@ class ActionModule(ActionBase):
                 last_line = now
             for line in lines:
                 if line == DONE:
-                    result.update(changed=False, tries=ended, wall_s=round(now - started, 3))
+                    # the loop says done just before its process exits
+                    while (job := self._job_ended(jid, task_vars)) is None:
+                        time.sleep(POLL_S)
+                    if job.get("failed") or job.get("rc"):
+                        raise AnsibleActionFail(f"the query loop said it was done, then failed (rc {job.get('rc')}): "
+                                                f"{self._said(job)}")
+                    result.update(changed=False, tries=ended, wall_s=round(time.monotonic() - started, 3))
                     return result
                 if line.startswith(FAILED):
                     raise AnsibleActionFail(f"the query loop stopped: {line.removeprefix(FAILED)}")
@@ -74,9 +92,8 @@ class ActionModule(ActionBase):
                     f"{float(found['elapsed_s']):.2f} s; about {round((now - started) / ended * (len(pending) - ended))} "
                     "s left (from the wall time of the tries so far)")
             if job is not None:
-                said = " ".join(str(job.get("stderr") or job.get("msg") or "").split())[-2000:]
                 raise AnsibleActionFail(f"the query loop ended without saying it was done ({ended} of {len(pending)} "
-                                        f"tries ended; rc {job.get('rc')}): {said or 'it said nothing'}")
+                                        f"tries ended; rc {job.get('rc')}): {self._said(job)}")
             if now - last_end > try_timeout_s:
                 raise AnsibleActionFail(f"no query try ended in {try_timeout_s:.0f} s ({ended} of {len(pending)} "
                                         f"ended; {path} says no more): the query loop hangs")
