@@ -2,6 +2,7 @@
 of eating CI's whole time; and every study file a user is given parses and validates as `tierlab study` reads it."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,23 @@ def test_every_subprocess_a_test_waits_for_has_a_timeout():
 def test_every_study_file_parses_and_every_point_validates(path):
     study = read_study(path)
     assert study["name"] == path.stem
+
+
+def _makefile_findings() -> tuple[list[str], dict[str, dict[str, str]]]:
+    """make findings' studies (FINDINGS), and findings-quick's smaller variables for sysbench and the rest."""
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    names = next(line for line in text.splitlines() if line.startswith("FINDINGS ?=")).split("=", 1)[1].split()
+    sysbench, other = (dict(pair.split("=", 1) for pair in sets.replace("--set ", "").split())
+                       for sets in re.findall(r'smaller="([^"]+)"', text))
+    return names, {"sysbench": sysbench, "other": other}
+
+
+def test_make_findings_names_every_experiment_s_study_file_and_the_quick_variant_of_each_validates():
+    names, smaller = _makefile_findings()
+    assert sorted(names) == sorted(path.stem for path in (ROOT / "docs" / "studies").glob("*.yml")
+                                   if path.stem.startswith(("e1-", "e3-", "e4-", "e5-", "validate-q", "ssb-engines")))
+    for name in names:
+        path = ROOT / "docs" / "studies" / f"{name}.yml"
+        workload = read_study(path)["workload"]
+        quick = read_study(path, smaller["sysbench" if workload == "sysbench" else "other"], 1)
+        assert quick["repetitions"] == 1
