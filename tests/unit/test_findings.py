@@ -47,7 +47,7 @@ def test_where_the_first_value_is_fastest_the_answer_sets_it_against_the_next_be
 
 
 def test_engines_apart_are_named_with_each_engine_s_speedup_category_and_plan():
-    assert engine_contrasts(TWO_ENGINES, "layout", ["None", "ALL"], "s") == [
+    assert engine_contrasts(TWO_ENGINES, "layout", ["None", "ALL"], ["engine"], "s") == [
         "q01: mariadb 5.00x (1 random repeated; plan: orders index lookup (PRIMARY)); postgresql 1.50x "
         "(3 sequential; plan: orders table scan)",
         "q02: mariadb 1.00x (3 sequential; plan: lineitem table scan); postgresql 1.50x (3 sequential; plan: "

@@ -24,7 +24,8 @@ def _sections(found: dict) -> list[tuple[str, list[str]]]:
     return [(heading, lines) for heading, lines in (
         ("Answer", found["answers"]), ("Engines apart, with their plans", found["contrasts"]),
         ("Advice (tierlab advise)", found["advice"]), ("Advice (tierlab recommend)", found["recommend"]),
-        ("recommend's predictions against the measurements (tierlab validate)", found["validation"])) if lines]
+        ("recommend's predictions against the measurements (tierlab validate)", found["validation"]),
+        ("Not answered", found["unanswered"])) if lines]
 
 
 def _markdown(experiments: list[tuple[tuple, list[dict]]]) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..errors import InputError, RunDirError
 from ..placement.recommend import recommend
 from ..placement.validate import CACHE_VARIABLES, LAYOUT_VARIABLES, validate
 from ..runs.results import per_query, read_manifest, read_tables
@@ -78,6 +79,9 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
     for key, rows in bare.groupby(others, sort=False) if others else [((), bare)]:
         row = rows.iloc[0]
         named = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
+        if pd.isna(row["data_bytes"]):
+            raise RunDirError(f"run {row['run_id']}: its manifest has no stored bytes of its tables to size the fast "
+                              "tier by")
         capacity = int(row["data_bytes"] * RECOMMEND_SHARE) >> 20 << 20
         result, tables = recommend([str(study_dir / row["run_id"])], capacity)
         migration = result["migration"]
@@ -92,23 +96,31 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
 
 def gather(study_dir: Path) -> dict:
     """The findings' tables of one study (its results directory): name -> frame, and "study" -> its record's
-    summary."""
+    summary, with `unanswered`: what advise, validate or recommend could not say of it, and why."""
     record = read_study_record(study_dir)
     study = record["study"]
     ok = [point for point in record["points"] if point["status"] == "ok"]
+    unanswered: list[str] = []
     tables = {"study": {"study_id": record["study_id"], "study": study, "started_at": record.get("started_at"),
-                        "ended_at": record.get("ended_at"), "points": len(record["points"]), "ok": len(ok)},
+                        "ended_at": record.get("ended_at"), "points": len(record["points"]), "ok": len(ok),
+                        "unanswered": unanswered},
               "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]])}
     if ok:
         tables["queries"] = pd.concat([_queries(study_dir, point["run_id"]) for point in ok], ignore_index=True)
-    if ok and set(SETTINGS) & set(study["matrix"]):
-        tables["advice"], _ = advise_study(study_dir, record)
     varied = {name for name, values in study["matrix"].items() if len(values) > 1}
-    # validate predicts query windows; a sysbench test's window is not one query
-    if len(ok) > 1 and varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]} and study["workload"] != "sysbench":
-        tables.update(validate(study_dir, record))
-    if ok and study["workload"] != "sysbench" and varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]}:
-        tables["recommend"], tables["cache_curve"] = _recommended(study_dir, study, tables["runs"])
+    # validate and recommend predict query windows; a sysbench test's window is not one query
+    placed = study["workload"] != "sysbench" and bool(varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]})
+    for name, wanted, answer in (
+            ("advise", ok and set(SETTINGS) & set(study["matrix"]), lambda: {"advice": advise_study(study_dir, record)[0]}),
+            ("validate", len(ok) > 1 and placed, lambda: validate(study_dir, record)),
+            ("recommend", ok and placed, lambda: dict(zip(("recommend", "cache_curve"),
+                                                          _recommended(study_dir, study, tables["runs"]), strict=True)))):
+        if not wanted:
+            continue
+        try:
+            tables.update(answer())
+        except (InputError, RunDirError) as error:
+            unanswered.append(f"{name}: {error}")
     return tables
 
 
@@ -264,10 +276,12 @@ def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: lis
     return lines
 
 
-def engine_contrasts(figures: pd.DataFrame, compared: str, values: list[str], unit: str, most: int = 5) -> list[str]:
+def engine_contrasts(figures: pd.DataFrame, compared: str, values: list[str], groups: list[str], unit: str,
+                     most: int = 5) -> list[str]:
     """Where the engines' speedups (the last value against the first) differ most for a query, each engine's
-    speedup beside its plan and category: the plans explain the difference."""
-    if "engine" not in figures or figures["engine"].nunique() < 2 or len(values) < 2 or unit == "tps":
+    speedup beside its plan and category: the plans explain the difference. For a study whose matrix varies the
+    engine and the compared variable only."""
+    if groups != ["engine"] or figures["engine"].nunique() < 2 or len(values) < 2 or unit == "tps":
         return []
     first, last = (figures[figures[compared] == value].set_index(["query", "engine"]) for value in (values[0], values[-1]))
     speedup = (first["figure"] / last["figure"]).dropna().unstack("engine").dropna()
@@ -376,6 +390,7 @@ def study_findings(tables: dict) -> dict:
     validation, the figures table, the figures per group for plots, and its runs."""
     study = tables["study"]["study"]
     found = {"experiment": experiment_of(study["name"]), "name": study["name"], "setup": setup_line(tables),
+             "unanswered": tables["study"].get("unanswered", []),
              "answers": [], "contrasts": [], "advice": [], "validation": validation_lines(tables),
              "recommend": recommend_lines(tables),
              "table": pd.DataFrame(), "plots": [], "compared": "", "unit": "",
@@ -383,7 +398,7 @@ def study_findings(tables: dict) -> dict:
     if "queries" in tables:
         figures, compared, values, groups, unit = _figures(tables)
         found.update(answers=answers(figures, compared, values, groups, unit),
-                     contrasts=engine_contrasts(figures, compared, values, unit),
+                     contrasts=engine_contrasts(figures, compared, values, groups, unit),
                      table=figures_table(figures, compared, values, groups, unit), compared=compared, unit=unit,
                      plots=[(_where(groups, key if isinstance(key, tuple) else (key,)),
                              rows.pivot(index="query", columns=compared, values="figure")
