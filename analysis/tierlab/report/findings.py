@@ -10,8 +10,8 @@ from .compare import plot_per_query
 from .page import html_table, md_table, page
 
 TITLE = "tierlab findings"
-INTRO = ("Written by `tierlab findings` from the tables under `docs/findings/` (one directory per study, the runs "
-         "reduced to a few KB); `tierlab findings` with no study directory writes this page again from them. "
+INTRO = ("Written by `tierlab findings` from the tables under `findings/` beside this page (one directory per study, "
+         "the runs reduced to a few KB); `tierlab findings` with no study directory writes this page again from them. "
          "Runs on emulated tiers are dilated: their times are the modelled devices' stretched by the dilation "
          "the setup names, so ratios between tiers carry over and absolute times do not (docs/metrics.md, "
          "\"Dilation\"). Each figure is the median over the point's runs; the least and most of their tries "
@@ -72,6 +72,7 @@ def write_findings_page(findings_dir: Path, out_dir: Path) -> list[Path]:
     others = [f for f in found if not f["experiment"]]
     if others:
         experiments.append((("Other", "Other studies", "What the studies outside the experiments found.", ()), others))
+    out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "findings.md", out_dir / "findings.html"]
     written[0].write_text(_markdown(experiments))
     written[1].write_text(_html(experiments))
