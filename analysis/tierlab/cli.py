@@ -126,6 +126,9 @@ def _study(args) -> None:
     from .studies.study import fastest, new_study_dir, points, read_study, read_study_record, run_study
 
     overrides = dict(_assignment("--set", text) for text in args.set)
+    if args.resume and not args.file and (overrides or args.repetitions is not None):
+        raise InputError("--set and --repetitions change a study file: give the file the study was started with "
+                         "and the same options, beside --resume")
     if args.resume:
         study_dir = Path(args.resume)
         record = read_study_record(study_dir)
@@ -172,8 +175,10 @@ def _findings(args) -> None:
     from .studies.findings import gather, write_gathered
 
     out = Path(args.out)
-    for study_dir in args.study_dirs:
-        print(write_gathered(gather(Path(study_dir)), out / "findings"), flush=True)
+    # every study read before any is written: a study that cannot be read leaves the published ones as they were
+    gathered = [gather(Path(study_dir)) for study_dir in args.study_dirs]
+    for tables in gathered:
+        print(write_gathered(tables, out / "findings"), flush=True)
     for path in write_findings_page(out / "findings", out):
         print(path)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from tierlab.report.findings import write_findings_page
-from tierlab.studies.findings import answers, engine_contrasts
+from tierlab.studies.findings import answers, engine_contrasts, study_findings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -65,3 +65,26 @@ def test_the_committed_findings_page_is_written_again_the_same_from_the_committe
     write_findings_page(DOCS / "findings", tmp_path)
     assert (tmp_path / "findings.md").read_text() == (DOCS / "findings.md").read_text()
     assert (tmp_path / "findings.html").read_text() == (DOCS / "findings.html").read_text()
+
+
+def test_a_sysbench_study_s_tables_without_plans_or_access_patterns_make_its_findings():
+    study = {"name": "e4-threads", "workload": "sysbench", "variables": {}, "matrix": {"threads": ["1", "4"]},
+             "repetitions": 1}
+    tables = {"study": {"study_id": "20261128T000000Z_e4-threads", "study": study, "started_at": "then",
+                        "ended_at": None, "points": 2, "ok": 2, "unanswered": []},
+              "runs": pd.DataFrame({"point": [1, 2], "repetition": [1, 1], "status": ["ok", "ok"],
+                                    "run_id": ["run-1", "run-4"], "threads": ["1", "4"]}),
+              "queries": pd.DataFrame({"query": ["oltp_read_only"] * 2, "run_id": ["run-1", "run-4"],
+                                       "elapsed_s": [60.0, 60.0], "tps": [100.0, 300.0], "tries": [1, 1],
+                                       "elapsed_min_s": [60.0, 60.0], "elapsed_max_s": [60.0, 60.0]})}
+    found = study_findings(tables)
+    assert found["answers"] == ["the study, oltp_read_only: threads=4 ran most, 300 tps, 3.00x threads=1's"]
+    assert found["table"].columns.tolist() == ["query", "threads=1 (tps)", "threads=4 (tps)", "4 vs 1", "category",
+                                                "sequential %", "repeat access", "plan"]
+
+
+def test_where_the_first_value_has_no_ok_run_the_answer_sets_the_best_against_the_first_that_ran():
+    three = figures([("mariadb", layout, "q01", seconds, "2 random", "") for layout, seconds in
+                     (("C", 4.0), ("ALL", 2.0))])
+    assert answers(three, "layout", ["None", "C", "ALL"], ["engine"], "s")[0].startswith(
+        "engine=mariadb: layout=ALL ran its 1 queries in 2 s, 2.00x as fast as layout=C (4 s)")

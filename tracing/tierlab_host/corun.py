@@ -97,6 +97,7 @@ class WriterCoRunner:
         self.process: subprocess.Popen | None = None
         self.reported_before = 0
         self.ended_early: int | None = None
+        self.said = ""
 
     def _reports(self) -> list[dict]:
         return [r for r in sysbench.reports(self.output) if r["kind"] == "interval"]
@@ -106,21 +107,28 @@ class WriterCoRunner:
         with open(self.output, "wb") as out:
             self.process = subprocess.Popen(self.command, stdout=out, stderr=self.errors, env=self.env)
         STOP.clients.add(self.process)
-        waited = time.monotonic()
-        while not self._reports():
-            STOP.check()
-            if self.process.poll() is not None or time.monotonic() - waited > WRITER_START_LIMIT_S:
-                self.end_window()
-                raise HostError(f"the writer (sysbench {self.writer['test']}) did not start writing within "
-                                f"{WRITER_START_LIMIT_S} s: {self._said() or 'no report'}")
-            time.sleep(0.1)
+        try:
+            if STOP.signal_name:
+                # the signal came before the writer was among the clients it kills
+                self.process.kill()
+            waited = time.monotonic()
+            while not self._reports():
+                STOP.check()
+                if self.process.poll() is not None or time.monotonic() - waited > WRITER_START_LIMIT_S:
+                    raise HostError(f"the writer (sysbench {self.writer['test']}) did not start writing within "
+                                    f"{WRITER_START_LIMIT_S} s: {self._said() or 'no report'}")
+                time.sleep(0.1)
+        except BaseException:
+            self.end_window()
+            raise
 
     def start(self) -> None:
         self.reported_before = len(self._reports())
         self.mark(f"tierlab corun start {self.label} 1")
 
     def end_window(self) -> None:
-        """The step's window ends: the writer is stopped (a writer that ended before it failed)."""
+        """The step's window ends: the writer is stopped (a writer that ended before it failed), and what it said
+        on its standard error kept."""
         self.ended_early = self.process.poll()
         self.mark(f"tierlab corun end {self.label} 1")
         self.process.terminate()
@@ -130,6 +138,8 @@ class WriterCoRunner:
             self.process.kill()
             self.process.wait()
         STOP.clients.discard(self.process)
+        self.said = self._said()
+        self.errors.close()
 
     def _said(self) -> str:
         self.errors.seek(0)
@@ -138,9 +148,8 @@ class WriterCoRunner:
     def result(self) -> dict:
         """The row's corun fields: the writer, its transactions in the report intervals that ended within the
         window, and why it stopped if it stopped before the window ended."""
-        error = f"error: the writer stopped before the window ended (exit {self.ended_early}): {self._said()}" \
+        error = f"error: the writer stopped before the window ended (exit {self.ended_early}): {self.said}" \
             if self.ended_early is not None else ""
-        self.errors.close()
         within = self._reports()[self.reported_before:]
         return {"corun": "writer", "corun_runs": sum(r["events"] for r in within), "corun_elapsed_s": None,
                 "corun_error": error}

@@ -353,14 +353,17 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             corunner = corunner_of(db, spec, raw, label, backend.mark if backend else lambda text: None)
             if corunner:
                 corunner.begin()
-            if backend:
-                backend.start(label, raw / "traces")
-            if corunner:
-                corunner.start()
-            result = current.run(db, raw, label)
-            if corunner:
-                # inside the trace's window, so that its end is on the trace's clock
-                corunner.end_window()
+            try:
+                if backend:
+                    backend.start(label, raw / "traces")
+                if corunner:
+                    corunner.start()
+                result = current.run(db, raw, label)
+            finally:
+                if corunner:
+                    # inside the trace's window, so that its end is on the trace's clock; and whatever ended the
+                    # step, so that no co-runner outlives it
+                    corunner.end_window()
             trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
             row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}

@@ -16,7 +16,11 @@ INTRO = ("Written by `tierlab findings` from the tables under `findings/` beside
          "the setup names, so ratios between tiers carry over and absolute times do not (docs/metrics.md, "
          "\"Dilation\"). Each figure is the median over the point's runs; the least and most of their tries "
          "follow in brackets. `docs/experiments.md` has each experiment's design.")
-NOT_RUN = "No study of this experiment has findings yet; `make findings` runs its study files (docs/studies)."
+# an experiment without findings yet: how to run it
+NOT_RUN = {"E6": "No study of this experiment has findings yet: `playbooks/devices.yml` measures each tier with fio "
+                 "and fits its device profile (docs/user-guide.md, \"Device profiles from measurement\"), and every "
+                 "run's tables/contract.csv judges its queries by the contract's rules."}
+NOT_RUN_STUDIES = "No study of this experiment has findings yet; `make findings` runs its study files (docs/studies)."
 
 
 def _sections(found: dict) -> list[tuple[str, list[str]]]:
@@ -33,7 +37,7 @@ def _markdown(experiments: list[tuple[tuple, list[dict]]]) -> str:
     for (key, title, question, _), studies in experiments:
         parts.append(f"\n## {key}. {title}\n\n**Question.** {question}\n")
         if not studies:
-            parts.append(f"\n{NOT_RUN}\n")
+            parts.append(f"\n{NOT_RUN.get(key, NOT_RUN_STUDIES)}\n")
         for found in studies:
             parts.append(f"\n### {found['name']}\n\n**Setup.** {found['setup']}\n")
             for heading, lines in _sections(found):
@@ -49,7 +53,7 @@ def _html(experiments: list[tuple[tuple, list[dict]]]) -> str:
     for (key, title, question, _), studies in experiments:
         sections.append(f"<h2>{key}. {html.escape(title)}</h2><p><b>Question.</b> {html.escape(question)}</p>")
         if not studies:
-            sections.append(f"<p class='note'>{html.escape(NOT_RUN)}</p>")
+            sections.append(f"<p class='note'>{html.escape(NOT_RUN.get(key, NOT_RUN_STUDIES))}</p>")
         for found in studies:
             sections.append(f"<h3>{html.escape(found['name'])}</h3>"
                             f"<p><b>Setup.</b> {html.escape(found['setup'])}</p>")

@@ -10,7 +10,9 @@ raw traces; report/findings.py writes the page from them alone):
   most, its access pattern (sequential %, repeat access rate, category), I/O time and plan; a test's tps;
 - advice.csv where the matrix varies a setting advise speaks of (advise.py);
 - validation.csv, validation_layouts.csv and cache_validation.csv where it varies the layout or the cache
-  (placement/validate.py): what recommend predicts for each from every traced run, against the measurements.
+  (placement/validate.py): what recommend predicts for each from every traced run, against the measurements;
+- recommend.csv and cache_curve.csv there too: recommend's answer from a run with nothing on the fast tier, for a
+  fast tier of a quarter of the data, and its cache curve (the best placement against a cache at each capacity).
 """
 
 import json
@@ -74,7 +76,11 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
     the data, the cache of that size beside it, the migration; and its cache curve (placement against cache at
     every capacity of its capacity curve)."""
     others = [name for name in study["matrix"] if name not in (*LAYOUT_VARIABLES, *CACHE_VARIABLES)]
-    bare = runs[(runs["status"] == "ok") & (runs["layout"] == "None") & (runs["fast_cache"] == "none")]
+    ok = runs[runs["status"] == "ok"]
+    settings = [read_manifest(study_dir / run_id)["settings"] for run_id in ok["run_id"]]
+    bare = ok[[s["layout"] == "None" and not s["fast_cache_bytes"] for s in settings]]
+    if bare.empty:
+        raise InputError("no ok run with nothing on the fast tier (layout None, no cache) to ask recommend from")
     answers, curves = [], []
     for key, rows in bare.groupby(others, sort=False) if others else [((), bare)]:
         row = rows.iloc[0]
@@ -104,7 +110,9 @@ def gather(study_dir: Path) -> dict:
     tables = {"study": {"study_id": record["study_id"], "study": study, "started_at": record.get("started_at"),
                         "ended_at": record.get("ended_at"), "points": len(record["points"]), "ok": len(ok),
                         "unanswered": unanswered},
-              "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]])}
+              "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]],
+                                   columns=None if record["points"] else ["point", "repetition", "status", "run_id",
+                                                                           *study["matrix"]])}
     if ok:
         tables["queries"] = pd.concat([_queries(study_dir, point["run_id"]) for point in ok], ignore_index=True)
     varied = {name for name, values in study["matrix"].items() if len(values) > 1}
@@ -120,7 +128,9 @@ def gather(study_dir: Path) -> dict:
         try:
             tables.update(answer())
         except (InputError, RunDirError) as error:
-            unanswered.append(f"{name}: {error}")
+            # the study named by its id: the page is read where the study's directory is not
+            said = str(error).replace(str(study_dir.resolve()), study_dir.name).replace(str(study_dir), study_dir.name)
+            unanswered.append(f"{name}: {said}")
     return tables
 
 
@@ -132,7 +142,8 @@ def write_gathered(tables: dict, findings_dir: Path) -> Path:
     out.mkdir(parents=True)
     (out / "study.json").write_text(json.dumps(tables["study"], indent=1) + "\n")
     for name, frame in tables.items():
-        if name != "study":
+        # a table with no row is left out (runs.csv keeps its header: the page lists a study with no point too)
+        if name != "study" and (len(frame) or name == "runs"):
             frame.to_csv(out / f"{name}.csv", index=False, float_format=FLOAT_FORMAT)
     return out
 
@@ -170,7 +181,8 @@ def read_gathered(findings_dir: Path) -> list[dict]:
     for study_file in sorted(findings_dir.glob("*/study.json")):
         tables = {"study": json.loads(study_file.read_text())}
         # the matrix's values as the study file gave them: text (a scale factor 1 is not 1.0, nor layout None NaN)
-        text = {name: str for name in [*tables["study"]["study"]["matrix"], "verdict", "also_differs"]}
+        text = {name: str for name in [*tables["study"]["study"]["matrix"], "verdict", "also_differs",
+                                        "migration_tables"]}
         for path in sorted(study_file.parent.glob("*.csv")):
             tables[path.stem] = pd.read_csv(path, dtype=text, keep_default_na=False, na_values=[""])
         studies.append(tables)
@@ -179,6 +191,9 @@ def read_gathered(findings_dir: Path) -> list[dict]:
 
 def _where(names: list[str], key: tuple) -> str:
     return " ".join(f"{name}={value}" for name, value in zip(names, key, strict=True)) or "the study"
+
+
+PATTERN_COLUMNS = ("sequential_pct", "repeat_access_rate", "category", "plan")
 
 
 def _figures(tables: dict) -> tuple[pd.DataFrame, str, list[str], list[str], str]:
@@ -193,10 +208,11 @@ def _figures(tables: dict) -> tuple[pd.DataFrame, str, list[str], list[str], str
     by_tps = "tps" in rows and rows["tps"].notna().any()
     figure, low, high, unit = ("tps", "tps", "tps", "tps") if by_tps else ("elapsed_s", "elapsed_min_s",
                                                                            "elapsed_max_s", "s")
+    # a sysbench window has no plan, and a run with no trace no access pattern
+    rows = rows.reindex(columns=[*rows.columns, *(c for c in PATTERN_COLUMNS if c not in rows)])
     figures = rows.groupby([*groups, compared, "query"], sort=False).agg(
         figure=(figure, "median"), low=(low, "min"), high=(high, "max"), runs=("run_id", "nunique"),
-        sequential_pct=("sequential_pct", "first"), repeat_access_rate=("repeat_access_rate", "first"),
-        category=("category", "first"), plan=("plan", "first")).reset_index()
+        **{column: (column, "first") for column in PATTERN_COLUMNS}).reset_index()
     return figures, compared, study["matrix"][compared], groups, unit
 
 
@@ -259,7 +275,7 @@ def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: lis
             continue
         totals = wide[ran].sum().sort_values()
         best = totals.index[0]
-        against = values[0] if best != values[0] else totals.index[1]
+        against = ran[0] if best != ran[0] else totals.index[1]
         ratio = wide[against] / wide[best]
         spread = (f"{ratio.min():.2f}x each" if f"{ratio.min():.2f}" == f"{ratio.max():.2f}" else
                   f"{ratio.min():.2f}x ({ratio.idxmin()}) to {ratio.max():.2f}x ({ratio.idxmax()})")
@@ -341,12 +357,13 @@ def recommend_lines(tables: dict) -> list[str]:
     lines = []
     for row in answers.to_dict("records"):
         key = tuple(row[name] for name in others)
+        moved = row["migration_tables"] if isinstance(row["migration_tables"], str) else "nothing"
         lines.append(
             f"{_where(others, key)}: with {human_bytes(row['fast_capacity_bytes'])} of fast tier (a quarter of the data), "
             f"recommend places {row['layout']} ({human_bytes(row['fast_bytes'])}) there, predicted {row['predicted_s']:.3g} s "
             f"against {row['traced_s']:.3g} s traced with {row['traced_layout']}; the fast tier as a block cache of "
             f"that size, predicted {row['cache_predicted_s']:.3g} s ({row['cache_hit_pct']:.0f}% of requests hit): "
-            f"{row['verdict']} is faster; the migration moves {row['migration_tables'] or 'nothing'} "
+            f"{row['verdict']} is faster; the migration moves {moved} "
             f"({human_bytes(row['migration_bytes'])}, about {row['migration_s']:.1f} s). Evidence: run {row['run_id']}")
         curve = curves[(curves[others] == pd.Series(dict(zip(others, key, strict=True)))).all(axis=1)] if others \
             else curves

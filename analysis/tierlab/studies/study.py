@@ -248,7 +248,8 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     record_file = study_dir / "study.json"
     if record_file.exists():
         record = json.loads(record_file.read_text())
-        if record["study"] != study:
+        # the matrix's order too: it numbers the points
+        if record["study"] != study or list(record["study"]["matrix"]) != list(study["matrix"]):
             raise InputError(f"{study_dir} holds another study (its study.json differs from the study file); "
                                   "resume it with the study file it was started with, or start a new study")
     else:
@@ -316,7 +317,8 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
                 worker.join(timeout=0.2)
     finally:
         signal.signal(signal.SIGINT, previous)
-    if len(record["points"]) == total:
+    # a study resumed with nothing left to run keeps its end
+    if len(record["points"]) == total and spent:
         record["ended_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     _write(study_dir, record)
     return record

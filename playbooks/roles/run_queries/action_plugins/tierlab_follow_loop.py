@@ -26,6 +26,8 @@ POLL_S = 1.0
 # a loop quiet for this long is asked whether its job still runs: a module run on the host, so not every poll
 # (once every 10 s beside a long query, against four tasks per try before), yet a dead loop is told within 10 s
 JOB_CHECK_S = 10.0
+# the loop's process ends within this long of its last line (its clean-up: the tracing instance, the emulated cache)
+JOB_END_S = 120.0
 
 
 class ActionModule(ActionBase):
@@ -52,6 +54,14 @@ class ActionModule(ActionBase):
         self._async_status(jid, task_vars, "cleanup")
         return job
 
+    def _ended_soon(self, jid: str, task_vars: dict) -> dict | None:
+        """The job's result (its record removed) once it has ended, within JOB_END_S: the loop says done, or
+        failed, just before its process exits; None if it has not ended by then."""
+        waited = time.monotonic()
+        while (job := self._job_ended(jid, task_vars)) is None and time.monotonic() - waited < JOB_END_S:
+            time.sleep(POLL_S)
+        return job
+
     def _said(self, job: dict) -> str:
         return " ".join(str(job.get("stderr") or job.get("msg") or "").split())[-2000:] or "it said nothing"
 
@@ -71,15 +81,17 @@ class ActionModule(ActionBase):
                 last_line = now
             for line in lines:
                 if line == DONE:
-                    # the loop says done just before its process exits
-                    while (job := self._job_ended(jid, task_vars)) is None:
-                        time.sleep(POLL_S)
+                    job = self._ended_soon(jid, task_vars)
+                    if job is None:
+                        raise AnsibleActionFail(f"the query loop said it was done but its process had not ended "
+                                                f"{JOB_END_S:.0f} s later")
                     if job.get("failed") or job.get("rc"):
                         raise AnsibleActionFail(f"the query loop said it was done, then failed (rc {job.get('rc')}): "
                                                 f"{self._said(job)}")
                     result.update(changed=False, tries=ended, wall_s=round(time.monotonic() - started, 3))
                     return result
                 if line.startswith(FAILED):
+                    self._ended_soon(jid, task_vars)
                     raise AnsibleActionFail(f"the query loop stopped: {line.removeprefix(FAILED)}")
                 found = TRY_LINE.match(line)
                 if not found or found["label"] not in pending:
