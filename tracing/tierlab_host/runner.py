@@ -296,6 +296,24 @@ def locked_loop(spec: dict, subdirs: tuple[str, ...], loop) -> dict:
     return result
 
 
+def _window(db, raw: Path, label: str, current, backend, corunner) -> tuple[dict, dict]:
+    """One step's traced window, with its co-runner beside it: the step's result and the trace's files."""
+    if corunner:
+        corunner.begin()
+    try:
+        if backend:
+            backend.start(label, raw / "traces")
+        if corunner:
+            corunner.start()
+        result = current.run(db, raw, label)
+    finally:
+        if corunner:
+            # inside the trace's window, so that its end is on the trace's clock; and whatever ended the step, so
+            # that no co-runner outlives it
+            corunner.end_window()
+    return result, backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
+
+
 def run_queries(spec: dict) -> dict:
     return locked_loop(spec, ("traces", "counters", "output", "plans", "driver"), _run_locked)
 
@@ -351,20 +369,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
             corunner = corunner_of(db, spec, raw, label, backend.mark if backend else lambda text: None)
-            if corunner:
-                corunner.begin()
-            try:
-                if backend:
-                    backend.start(label, raw / "traces")
-                if corunner:
-                    corunner.start()
-                result = current.run(db, raw, label)
-            finally:
-                if corunner:
-                    # inside the trace's window, so that its end is on the trace's clock; and whatever ended the
-                    # step, so that no co-runner outlives it
-                    corunner.end_window()
-            trace_info = backend.stop(label, raw / "traces") if backend else {"files": [], "events_lost": 0}
+            result, trace_info = _window(db, raw, label, current, backend, corunner)
             row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
             try:
