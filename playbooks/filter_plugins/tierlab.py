@@ -88,11 +88,11 @@ def tierlab_host_check(probe, settings, tiers):
 
 
 def tierlab_query_files(settings, dialect):
-    """The SQL files of the run's queries and of its co-running query: the dialect's own where the dialects differ,
-    else the one every engine runs (the catalog says where to look)."""
+    """The SQL files of the run's queries and of its co-running query (a writer has none): the dialect's own where
+    the dialects differ, else the one every engine runs (the catalog says where to look)."""
     workload = workload_of(_plain(settings))
-    queries = list(dict.fromkeys([*settings["queries"], *([settings["corun"]] if settings["corun"] not in (None, "none")
-                                                          else [])]))
+    corun = [settings["corun"]] if settings["corun"] not in (None, "none", "writer") else []
+    queries = list(dict.fromkeys([*settings["queries"], *corun]))
     found = []
     for query in queries:
         candidates = [PROJECT / path for path in workload.query_files(query, dialect)]
