@@ -119,6 +119,22 @@ def _assignment(option: str, text: str) -> tuple[str, str]:
     return name, value
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _duration(text: str) -> float:
+    """Seconds of a duration written as a number with s, m or h (2h, 90m, 600s)."""
+    number, unit = text[:-1], text[-1:]
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except (KeyError, ValueError):
+        seconds = None
+    if seconds is None or not 0 < seconds < 30 * 86400:
+        raise InputError(f"--stop-after {text!r}: give a positive duration under 30 days with its unit s, m or h, "
+                         "e.g. 2h or 90m")
+    return seconds
+
+
 def _study(args) -> None:
     import pandas as pd
 
@@ -139,8 +155,10 @@ def _study(args) -> None:
     else:
         raise InputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
     extra = _extra_vars(args.extra_vars)
+    stop_after = _duration(args.stop_after) if args.stop_after else None
     print(f"study {study_dir}", flush=True)
-    record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None)
+    record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None,
+                       stop_after=stop_after)
     ok = [study_dir / point["run_id"] for point in record["points"] if point["status"] == "ok"]
     if len(ok) > 1:
         _print_comparison(*compare_runs(ok, study_dir / "compare"))
@@ -344,6 +362,8 @@ def _study_commands(sub) -> None:
     p.add_argument("-i", "--inventory", metavar="INVENTORY",
                    help="the hosts to run on (default: ansible.cfg's, this host); with several, the points are "
                         "spread over them, one at a time on each")
+    p.add_argument("--stop-after", metavar="DURATION",
+                   help="start no point after this long (e.g. 2h): a long study in chunks, each ended by --resume")
     p.set_defaults(func=_study)
     p = sub.add_parser("advise", help="what a study says of the page size, buffer pool, compression and threads "
                                      "it varies: the best value, the knee, the cost, where scaling stops; with evidence")

@@ -1,10 +1,12 @@
 """A study file: what it may say, the points it makes, and what it refuses before any run starts."""
 
+import io
 import json
 
 import pandas as pd
 import pytest
 
+from tierlab.cli import main
 from tierlab.errors import InputError, RunDirError
 from tierlab.studies import study
 from tierlab.studies.study import fastest, inventory_hosts, points, read_study, read_study_record, run_study
@@ -102,6 +104,24 @@ def test_a_study_directory_of_another_study_is_not_resumed(tmp_path):
         run_study(other, tmp_path / "s", {})
     assert str(err.value) == (f"{tmp_path / 's'} holds another study (its study.json differs from the study file); "
                               "resume it with the study file it was started with, or start a new study")
+
+
+def test_a_study_past_its_stop_after_starts_no_point_and_leaves_them_all_to_resume(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY))
+    out = io.StringIO()
+    record = run_study(study, tmp_path / "s", {}, out=out, stop_after=0.0)
+    assert record["points"] == [] and "ended_at" not in record
+    assert out.getvalue() == "--stop-after 0 s has passed: no more points start; 6 of 6 points are left for --resume\n"
+    assert json.loads((tmp_path / "s" / "study.json").read_text())["points"] == []
+
+
+@pytest.mark.parametrize("text", ["2", "h", "-1h", "0m", "31d", "inf h", "nanm", "1000h"])
+def test_a_stop_after_without_a_unit_or_out_of_bounds_is_refused(tmp_path, text):
+    with pytest.raises(SystemExit) as exit:
+        main(["study", str(study_file(tmp_path, STUDY)), "--study-dir", str(tmp_path / "s"), f"--stop-after={text}"])
+    assert exit.value.code == (f"tierlab study: --stop-after {text!r}: give a positive duration under 30 days with "
+                               "its unit s, m or h, e.g. 2h or 90m")
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_study_runs_on_the_inventory_s_hosts_in_its_order_those_of_its_groups_included(tmp_path):

@@ -230,9 +230,11 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
             "seconds": round(time.monotonic() - started, 1)}
 
 
-def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, inventory: Path | None = None) -> dict:
+def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, inventory: Path | None = None,
+              stop_after: float | None = None) -> dict:
     """Run every point of the study that has no ok run yet in study_dir on the inventory's hosts, a point at a
-    time on each, recording each as it ends; an interrupt stops the study once the points that run have ended."""
+    time on each, recording each as it ends; an interrupt stops the study once the points that run have ended,
+    and so does stop_after seconds: no point starts after them, so a long study runs in chunks that resume."""
     given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
     if given:
         raise InputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
@@ -261,6 +263,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     lock = threading.Lock()
     spent: list[float] = []
     stop: list[int] = []
+    deadline = time.monotonic() + stop_after if stop_after is not None else None
 
     def say(host: str, text: str) -> None:
         print((f"[{host}] " if len(hosts) > 1 else "") + text, file=out, flush=True)
@@ -281,6 +284,10 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         nonlocal unended
         while True:
             with lock:
+                if deadline is not None and time.monotonic() >= deadline and not stop:
+                    stop.append(0)
+                    say(host, f"--stop-after {stop_after:.0f} s has passed: no more points start; "
+                              f"{unended} of {total} points are left for --resume")
                 point, resume_run = (None, None) if stop else take(host)
                 if point is None:
                     return
