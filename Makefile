@@ -51,20 +51,20 @@ teardown: setup
 # rows for 20 s, one repetition), in results/findings-quick/ with its page there (docs/findings.md is kept)
 FINDINGS ?= e1-tpch-engines ssb-engines validate-q3 validate-q10 validate-q16 e3-cache e4-page-size e4-buffer-pool \
   e4-compression e4-threads e5-plans e5-plans-mysql e5-subqueries e5-workers e5-corun
-findings: setup
+findings: FINDINGS_DIR := results/findings
+findings: FINDINGS_OUT := docs
+findings-quick: FINDINGS_DIR := results/findings-quick
+findings-quick: FINDINGS_OUT := results/findings-quick
+findings-quick: FINDINGS_QUICK := yes
+findings findings-quick: setup
 	status=0; for name in $(FINDINGS); do \
-	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir results/findings/$$name || status=1; done; \
-	$(BIN)/tierlab findings $$(for name in $(FINDINGS); do \
-	  test -f results/findings/$$name/study.json && echo results/findings/$$name; done) && exit $$status
-
-findings-quick: setup
-	status=0; for name in $(FINDINGS); do \
-	  if grep -q '^workload: sysbench' docs/studies/$$name.yml; then \
-	    smaller="--set table_size=100000 --set duration_s=20 --set warmup_s=5"; else smaller="--set scale_factor=0.1"; fi; \
-	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir results/findings-quick/$$name --repetitions 1 $$smaller \
-	    || status=1; done; \
-	$(BIN)/tierlab findings --out results/findings-quick $$(for name in $(FINDINGS); do \
-	  test -f results/findings-quick/$$name/study.json && echo results/findings-quick/$$name; done) && exit $$status
+	  smaller=; if [ -n "$(FINDINGS_QUICK)" ]; then \
+	    if grep -q '^workload: sysbench' docs/studies/$$name.yml; then \
+	      smaller="--set table_size=100000 --set duration_s=20 --set warmup_s=5"; else smaller="--set scale_factor=0.1"; fi; \
+	    smaller="$$smaller --repetitions 1"; fi; \
+	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir $(FINDINGS_DIR)/$$name $$smaller || status=1; done; \
+	$(BIN)/tierlab findings --out $(FINDINGS_OUT) $$(for name in $(FINDINGS); do \
+	  test -f $(FINDINGS_DIR)/$$name/study.json && echo $(FINDINGS_DIR)/$$name; done) && exit $$status
 
 lint: setup
 	$(BIN)/ruff check analysis tracing tests playbooks benchmarks

@@ -43,7 +43,7 @@ def _makefile_findings() -> tuple[list[str], dict[str, dict[str, str]]]:
     text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
     names = next(line for line in text.splitlines() if line.startswith("FINDINGS ?=")).split("=", 1)[1].split()
     sysbench, other = (dict(pair.split("=", 1) for pair in sets.replace("--set ", "").split())
-                       for sets in re.findall(r'smaller="([^"]+)"', text))
+                       for sets in re.findall(r'smaller="(--set [^"]+)"', text))
     return names, {"sysbench": sysbench, "other": other}
 
 
