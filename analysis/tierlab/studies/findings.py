@@ -32,6 +32,11 @@ from .study import read_study_record
 FLOAT_FORMAT = "%.6g"
 
 
+def _by(frame: pd.DataFrame, columns: list[str]):
+    """frame's rows grouped by columns, in their order, each with its key as a tuple; no columns: one group."""
+    return frame.groupby(columns, sort=False) if columns else [((), frame)]
+
+
 def _setup(point: dict, study: dict, study_dir: Path) -> dict:
     """A point's row of runs.csv: its run's setup as the manifest recorded it (empty where no run opened)."""
     row = {"point": point["point"], "repetition": point["repetition"], "status": point["status"],
@@ -82,7 +87,7 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
     if bare.empty:
         raise InputError("no ok run with nothing on the fast tier (layout None, no cache) to ask recommend from")
     answers, curves = [], []
-    for key, rows in bare.groupby(others, sort=False) if others else [((), bare)]:
+    for key, rows in _by(bare, others):
         row = rows.iloc[0]
         named = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
         if pd.isna(row["data_bytes"]):
@@ -257,7 +262,7 @@ def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: lis
     where the first is best, against the next best), over the queries every value ran (their times summed) or per
     sysbench test (tps); the range of the per-query speedups; the speedup by the first value's category."""
     lines = []
-    for key, group in figures.groupby(groups, sort=False) if groups else [((), figures)]:
+    for key, group in _by(figures, groups):
         where = _where(groups, key if isinstance(key, tuple) else (key,))
         if unit == "tps":
             for step, rows in group.groupby("query", sort=False):
@@ -319,7 +324,7 @@ def validation_lines(tables: dict) -> list[str]:
     layouts = tables.get("validation")
     if layouts is not None and not layouts.empty:
         others = [name for name in study["matrix"] if name not in LAYOUT_VARIABLES]
-        for key, rows in layouts.groupby(others, sort=False) if others else [((), layouts)]:
+        for key, rows in _by(layouts, others):
             hits = int((rows["predicted_fastest"] == rows["measured_fastest"]).sum())
             worst = rows.loc[rows["regret_pct"].idxmax()]
             lines.append(
@@ -333,7 +338,7 @@ def validation_lines(tables: dict) -> list[str]:
     caches = tables.get("cache_validation")
     if caches is not None and not caches.empty:
         others = [name for name in study["matrix"] if name not in CACHE_VARIABLES]
-        for key, rows in caches.groupby(others, sort=False) if others else [((), caches)]:
+        for key, rows in _by(caches, others):
             error = rows["error_pct"].abs()
             worst = rows.loc[error.idxmax()]
             lines.append(
@@ -420,7 +425,7 @@ def study_findings(tables: dict) -> dict:
                      plots=[(_where(groups, key if isinstance(key, tuple) else (key,)),
                              rows.pivot(index="query", columns=compared, values="figure")
                              .reindex(columns=[v for v in values if v in set(rows[compared])]))
-                            for key, rows in (figures.groupby(groups, sort=False) if groups else [((), figures)])])
+                            for key, rows in _by(figures, groups)])
     if "advice" in tables:
         found["advice"] = statements(tables["advice"].fillna({"verdict": "", "also_differs": ""}))
     return found
