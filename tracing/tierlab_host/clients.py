@@ -39,6 +39,12 @@ class StopRequest:
         for client in list(self.clients):
             client.kill()
 
+    def watch(self, client: subprocess.Popen) -> None:
+        """client killed by a stop from now on, and at once if the stop came before it was started."""
+        self.clients.add(client)
+        if self.signal_name:
+            client.kill()
+
     def check(self) -> None:
         if self.signal_name:
             raise Stopped(f"stopped by {self.signal_name}; the try under way, if any, has no row: resume the run to "
@@ -57,10 +63,8 @@ def watched(cmd: list[str], stdin: bytes | None, env: dict | None, output: Path,
     with open(output, "wb") as out, tempfile.TemporaryFile() as err:
         STOP.check()
         client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env)
-        STOP.clients.add(client)
+        STOP.watch(client)
         try:
-            if STOP.signal_name:
-                client.kill()
             if stdin:
                 # a client killed at once by a stop has closed its end
                 with contextlib.suppress(BrokenPipeError):

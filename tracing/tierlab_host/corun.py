@@ -106,11 +106,8 @@ class WriterCoRunner:
         """The writer started, and writing: its first report of an interval is in."""
         with open(self.output, "wb") as out:
             self.process = subprocess.Popen(self.command, stdout=out, stderr=self.errors, env=self.env)
-        STOP.clients.add(self.process)
         try:
-            if STOP.signal_name:
-                # the signal came before the writer was among the clients it kills
-                self.process.kill()
+            STOP.watch(self.process)
             waited = time.monotonic()
             while not self._reports():
                 STOP.check()
