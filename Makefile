@@ -45,7 +45,8 @@ teardown: setup
 	$(BIN)/ansible-playbook playbooks/teardown.yml
 
 # The study's experiments (docs/experiments.md), a study file each (docs/studies), each run into
-# results/findings/<name>/, where a study stopped half-way resumes, one after another's failed points; then
+# results/findings/<name>/, where a study stopped half-way resumes, one after another's failed points, and E6's
+# device suite (playbooks/devices.yml) into results/findings/e6/ unless one is there; then
 # published: docs/findings/ and docs/findings.md (`tierlab findings`). FINDINGS names the studies to run.
 # findings-quick: a first look, the same studies smaller (TPC-H and SSB at SF 0.1, sysbench's tables of 100,000
 # rows for 20 s, one repetition), in results/findings-quick/ with its page there (docs/findings.md is kept)
@@ -56,14 +57,18 @@ findings: FINDINGS_OUT := docs
 findings-quick: FINDINGS_DIR := results/findings-quick
 findings-quick: FINDINGS_OUT := results/findings-quick
 findings-quick: FINDINGS_QUICK := yes
+findings-quick: DEVICE_SUITE := -e devices_runtime_s=0.3 -e devices_sustained_s=8
 findings findings-quick: setup
-	status=0; for name in $(FINDINGS); do \
+	status=0; ls $(FINDINGS_DIR)/e6/devices_*/raw/devices.json > /dev/null 2>&1 || $(BIN)/ansible-playbook playbooks/devices.yml \
+	  -e results_dir=$(CURDIR)/$(FINDINGS_DIR)/e6 $(DEVICE_SUITE) || status=1; \
+	for name in $(FINDINGS); do \
 	  smaller=; if [ -n "$(FINDINGS_QUICK)" ]; then \
 	    if grep -q '^workload: sysbench' docs/studies/$$name.yml; then \
 	      smaller="--set table_size=100000 --set duration_s=20 --set warmup_s=5"; else smaller="--set scale_factor=0.1"; fi; \
 	    smaller="$$smaller --repetitions 1"; fi; \
 	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir $(FINDINGS_DIR)/$$name $$smaller || status=1; done; \
-	$(BIN)/tierlab findings --out $(FINDINGS_OUT) $$(for name in $(FINDINGS); do \
+	suite=$$(ls -d $(FINDINGS_DIR)/e6/devices_*/raw 2>/dev/null | tail -1); \
+	$(BIN)/tierlab findings --out $(FINDINGS_OUT) $${suite%/raw} $$(for name in $(FINDINGS); do \
 	  test -f $(FINDINGS_DIR)/$$name/study.json && echo $(FINDINGS_DIR)/$$name; done) && exit $$status
 
 lint: setup

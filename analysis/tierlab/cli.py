@@ -373,8 +373,9 @@ def _study_commands(sub) -> None:
     p.set_defaults(func=_advise)
     p = sub.add_parser("findings", help="the study's experiments as findings: each study's summary tables under "
                                        "OUT/findings/<study>/, and OUT/findings.md and .html written from all of them")
-    p.add_argument("study_dirs", nargs="*", metavar="STUDY_DIR", help="studies to (re)summarise; none: write the page "
-                                                                     "again from the tables already there")
+    p.add_argument("study_dirs", nargs="*", metavar="STUDY_DIR",
+                   help="studies to (re)summarise, and a device suite's results/devices_<time>_<host> as E6's; none: "
+                        "write the page again from the tables already there")
     p.add_argument("--out", default="docs", help="where findings/, findings.md and findings.html go (default: docs)")
     p.set_defaults(func=_findings)
     p = sub.add_parser("validate", help="a study's layouts, or caches, as measured against what recommend predicts "

@@ -39,12 +39,13 @@ def _text_files() -> list[Path]:
 
 
 def _named_paths(text: str) -> set[str]:
-    """Paths of the repository a text names: not those with a placeholder (<run_id>) or a pattern (*) in them."""
+    """Paths of the repository a text names: not those with a placeholder (<run_id>, in HTML &lt;run_id&gt;) or a
+    pattern (*) in them."""
     found = set()
     for match in PATH.finditer(text):
         path = match.group(1).rstrip("/.")
         rest = re.match(r"\S*", text[match.end():]).group(0)
-        if not any(mark in rest for mark in "<*{"):
+        if not any(mark in rest for mark in ("<", "&lt;", "*", "{")):
             found.add(path)
     return found
 

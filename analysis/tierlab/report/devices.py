@@ -54,6 +54,7 @@ def write_devices_report(run_dir: Path, result: dict, fitted: dict[str, dict]) -
     """The device suite as a page: the curves, each tier's fitted profile (beside its model's, for an
     emulated tier), the small and misaligned requests, how the fit was made."""
     from ..devices import fit
+    from ..devices.contract import rule_costs
 
     jobs = fit.job_rows(result)
     sections = [f"<p>Measured {html.escape(result['measured_at'])}: {result['runtime_s']} s per job, sustained "
@@ -67,6 +68,10 @@ def write_devices_report(run_dir: Path, result: dict, fitted: dict[str, dict]) -
                  else pd.DataFrame({"parameter": list(values), "fitted": list(values.values())}))
         sections += [f"<h2>{html.escape(tier['name'])} ({html.escape(tier['role'])} tier, dilation "
                      f"{tier['dilation']}): profiles/{html.escape(tier['name'])}.toml</h2>", html_table(table)]
+    sections += ["<h2>What breaking each rule of the contract costs here</h2><p>Per tier, a job of the suite that "
+                 "keeps the rule beside one that breaks it, in the host's time; cost_x is the broken one's time per "
+                 "byte over the kept one's (docs/metrics.md, \"The unwritten contract of a fast SSD\").</p>",
+                 html_table(rule_costs(result))]
     odd = jobs[jobs["kind"].isin(["small", "misaligned", "latency"]) & (jobs["rw"] == "randread")]
     sections += ["<h2>Small and misaligned reads (QD1)</h2>",
                  html_table(odd[["tier", "kind", "block_bytes", "align_bytes", "iops", "mean_us", "p50", "p99"]]),

@@ -17,9 +17,10 @@ INTRO = ("Written by `tierlab findings` from the tables under `findings/` beside
          "\"Dilation\"). Each figure is the median over the point's runs; the least and most of their tries "
          "follow in brackets. `docs/experiments.md` has each experiment's design.")
 # an experiment without findings yet: how to run it
-NOT_RUN = {"E6": "No study of this experiment has findings yet: `playbooks/devices.yml` measures each tier with fio "
-                 "and fits its device profile (docs/user-guide.md, \"Device profiles from measurement\"), and every "
-                 "run's tables/contract.csv judges its queries by the contract's rules."}
+NOT_RUN = {"E6": "No device suite has findings yet: `make findings` runs `playbooks/devices.yml` (fio on each tier) "
+                 "into results/findings/e6/, and `tierlab findings results/devices_<time>_<host>` publishes a device "
+                 "suite's results directory as E6's findings; every run's tables/contract.csv judges its queries by "
+                 "the contract's rules."}
 NOT_RUN_STUDIES = "No study of this experiment has findings yet; `make findings` runs its study files (docs/studies)."
 
 

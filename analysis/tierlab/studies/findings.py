@@ -13,6 +13,10 @@ raw traces; report/findings.py writes the page from them alone):
   (placement/validate.py): what recommend predicts for each from every traced run, against the measurements;
 - recommend.csv and cache_curve.csv there too: recommend's answer from a run with nothing on the fast tier, for a
   fast tier of a quarter of the data, and its cache curve (the best placement against a cache at each capacity).
+
+A device suite's results directory (playbooks/devices.yml) is E6's study, e6-devices-<host>: its tiers as the
+points (runs.csv), each tier's fitted profile (profiles.csv), what breaking each rule of the contract costs on each
+tier (contract.csv, devices/contract.py) and the suite's jobs (device_jobs.csv).
 """
 
 import json
@@ -21,15 +25,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..devices import fit
 from ..errors import InputError, RunDirError
 from ..placement.recommend import recommend
 from ..placement.validate import CACHE_VARIABLES, LAYOUT_VARIABLES, validate
+from ..runs.devices import read_suite
 from ..runs.results import per_query, read_manifest, read_tables
 from ..runs.settings import buffer_pool_bytes, human_bytes
 from .advise import SETTINGS, advise_study, statements
 from .study import read_study_record
 
 FLOAT_FORMAT = "%.6g"
+# a rule whose breaking costs a device more than this many times its keeping is worth keeping there
+MATTERS_X = 1.5
 
 
 def _by(frame: pd.DataFrame, columns: list[str]):
@@ -105,9 +113,34 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
     return pd.DataFrame(answers), pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
 
 
+def gather_devices(run_dir: Path) -> dict:
+    """E6's tables from a device suite's results directory (playbooks/devices.yml) as a study's: its tiers as the
+    points, each tier's fitted profile (beside its model's on an emulated tier), what breaking each rule of the
+    contract costs on it, and the jobs themselves."""
+    result, fitted, suite = read_suite(run_dir)
+    names = [tier["name"] for tier in result["tiers"]]
+    # results/devices_<time>_<host>
+    study = {"name": f"e6-devices-{run_dir.name.split('_', 2)[-1]}", "workload": "devices",
+             "variables": {"runtime_s": str(result["runtime_s"]), "sustained_s": str(result["sustained_s"])},
+             "matrix": {"tier": names}, "repetitions": 1}
+    runs = pd.DataFrame([{"point": number, "repetition": 1, "tier": tier["name"], "status": "ok",
+                          "run_id": run_dir.name, "role": tier["role"], "emulation": tier["emulation"],
+                          "dilation": tier["dilation"]} for number, tier in enumerate(result["tiers"], 1)])
+    profiles = pd.concat([(fit.comparison(tier, fitted[tier["name"]]) if tier.get("profile") else
+                           pd.DataFrame({"parameter": list(fitted[tier["name"]]),
+                                         "fitted": list(fitted[tier["name"]].values())})).assign(tier=tier["name"])
+                          for tier in result["tiers"]], ignore_index=True)
+    return {"study": {"study_id": run_dir.name, "study": study, "started_at": result["measured_at"],
+                      "ended_at": result["measured_at"], "points": len(names), "ok": len(names), "unanswered": []},
+            "runs": runs, "contract": suite["device_contract"], "profiles": profiles, "device_jobs": suite["device_jobs"]}
+
+
 def gather(study_dir: Path) -> dict:
     """The findings' tables of one study (its results directory): name -> frame, and "study" -> its record's
-    summary, with `unanswered`: what advise, validate or recommend could not say of it, and why."""
+    summary, with `unanswered`: what advise, validate or recommend could not say of it, and why. A device
+    suite's results directory is E6's study (gather_devices)."""
+    if (study_dir / "raw" / "devices.json").exists():
+        return gather_devices(study_dir)
     record = read_study_record(study_dir)
     study = record["study"]
     ok = [point for point in record["points"] if point["status"] == "ok"]
@@ -407,16 +440,46 @@ def setup_line(tables: dict) -> str:
             f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'})")
 
 
+def _found(tables: dict, **given) -> dict:
+    """A study's findings as the page takes them: what is given, and nothing of the rest."""
+    study = tables["study"]["study"]
+    return {"experiment": experiment_of(study["name"]), "name": study["name"],
+            "unanswered": tables["study"].get("unanswered", []), "answers": [], "contrasts": [], "advice": [],
+            "validation": [], "recommend": [], "table": pd.DataFrame(), "plots": [], "compared": "", "unit": "",
+            "runs": tables["runs"][["point", "repetition", *study["matrix"], "status", "run_id"]], **given}
+
+
+def device_findings(tables: dict) -> dict:
+    """E6's findings from a device suite's tables: per tier, what breaking each rule of the contract costs, the
+    costliest first, and the rules that matter there."""
+    summary, study = tables["study"], tables["study"]["study"]
+    contract = tables["contract"]
+    tiers = ", ".join(f"{run.tier} ({run.role} tier, {run.emulation}"
+                      + (f", dilated {run.dilation:g}x)" if run.dilation != 1 else ")")
+                      for run in tables["runs"].itertuples())
+    setup = (f"the device suite (playbooks/devices.yml): fio with O_DIRECT on a scratch file on each tier, "
+             f"{study['variables']['runtime_s']} s per job, sustained writes for {study['variables']['sustained_s']} "
+             f"s; {tiers}; measured {summary['started_at']}; suite {summary['study_id']}")
+    lines = []
+    for tier, rows in contract.groupby("tier", sort=False):
+        measured = rows.dropna(subset=["cost_x"]).sort_values("cost_x", ascending=False, kind="stable")
+        matter = [rule for rule, cost in zip(measured["rule"], measured["cost_x"], strict=True) if cost > MATTERS_X]
+        lines.append(f"{tier}: breaking a rule costs " + ", ".join(
+            f"{rule} {cost:.2f}x" for rule, cost in zip(measured["rule"], measured["cost_x"], strict=True))
+            + (f"; over {MATTERS_X:g}x, so worth keeping here: {', '.join(matter)}" if matter
+               else f"; none over {MATTERS_X:g}x")
+            + "".join(f"; {rule}: {evidence}" for rule, evidence in
+                      zip(rows["rule"], rows["evidence"], strict=True) if evidence.startswith("not measured")))
+    return _found(tables, setup=setup, answers=lines, table=contract.drop(columns=["evidence"]))
+
+
 def study_findings(tables: dict) -> dict:
     """One study's findings from its tables: experiment, name, setup, answers, contrasts between engines, advice,
     validation, the figures table, the figures per group for plots, and its runs."""
-    study = tables["study"]["study"]
-    found = {"experiment": experiment_of(study["name"]), "name": study["name"], "setup": setup_line(tables),
-             "unanswered": tables["study"].get("unanswered", []),
-             "answers": [], "contrasts": [], "advice": [], "validation": validation_lines(tables),
-             "recommend": recommend_lines(tables),
-             "table": pd.DataFrame(), "plots": [], "compared": "", "unit": "",
-             "runs": tables["runs"][["point", "repetition", *study["matrix"], "status", "run_id"]]}
+    if tables["study"]["study"]["workload"] == "devices":
+        return device_findings(tables)
+    found = _found(tables, setup=setup_line(tables), validation=validation_lines(tables),
+                   recommend=recommend_lines(tables))
     if "queries" in tables:
         figures, compared, values, groups, unit = _figures(tables)
         found.update(answers=answers(figures, compared, values, groups, unit),
