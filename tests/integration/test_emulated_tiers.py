@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lab import ROOT, command, read_csv
+from lab import ROOT, TIERLAB, command, read_csv
 
 from tierlab.devices.profiles import load
 from tierlab_host import fio
@@ -236,3 +236,17 @@ def test_a_served_device_with_a_cache_in_front_serves_a_page_read_again_from_it(
     # what the writer of a refused command cannot be told is in the emulator's log
     assert "tierlab-emu: cache: cache page size must be a power of two of at least 512 bytes, got 1000" in \
         emulator.stderr.read()
+
+
+def test_the_device_suite_costs_nand_s_random_reads_and_full_buffer_and_neither_on_optane(devices, tmp_path):
+    run_dir, _ = devices
+    costs = read_csv(run_dir / "tables" / "device_contract.csv").set_index(["tier", "rule"])["cost_x"]
+    assert costs["nand", "random access is only half-bad"] > 4, costs
+    assert costs["optane", "random access is only half-bad"] < 1.5, costs
+    assert costs["nand", "forget garbage collection"] > 2, costs
+    assert costs["optane", "forget garbage collection"] < 1.5, costs
+    done = command([TIERLAB, "findings", str(run_dir), "--out", str(tmp_path)], "tierlab findings", 120)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "findings.md").read_text()
+    assert f"### e6-devices-{run_dir.name.split('_', 2)[-1]}" in page
+    assert "nand: breaking a rule costs" in page and "optane: breaking a rule costs" in page
