@@ -4,13 +4,14 @@ made of a device suite's results directory."""
 import json
 import math
 
+from tierlab.devices import fit as device_fit
 from tierlab.devices.contract import rule_costs
 from tierlab.studies.findings import gather, read_gathered, study_findings, write_gathered
 
 
 def side(p50_us: float, iops: float = 0.0, mean_us: float | None = None) -> dict:
     return {"iops": iops, "bw_bytes": iops * 4096, "mean_us": p50_us if mean_us is None else mean_us,
-            "lat_us": {"p50": p50_us, "p99": 2 * p50_us, "p99.9": 2 * p50_us}}
+            "lat_us": {"p50": p50_us, "p90": p50_us, "p99": 2 * p50_us, "p99.9": 2 * p50_us}}
 
 
 # a device whose random reads cost twice its sequential ones, busy at queue depth 4, slowed 2.5x by writes beside
@@ -53,6 +54,17 @@ def test_each_rule_is_costed_by_a_job_that_keeps_it_beside_one_that_breaks_it():
     assert math.isnan(costs.loc["avoid crowded accesses", "kept"])
 
 
+def test_a_device_still_gaining_at_the_deepest_queue_costs_nothing_for_its_request_scale():
+    deeper = {**TIER, "jobs": [{**job, "read": side(100.0, 8000.0, 100.0)}
+                               if job["kind"] == "bandwidth" and job["iodepth"] == 256 else job
+                               for job in TIER["jobs"]]}
+    row = rule_costs({**SUITE, "tiers": [deeper]}).set_index("rule").loc["low request scale"]
+    assert (row["kept_by"], row["broken_by"], row["cost_x"]) == (
+        "4 KiB random reads, QD256", "4 KiB random reads, QD256", 1.0)
+    assert row["evidence"] == ("IOPS still grew up to the deepest queue tried (QD256: 8000 IOPS, each read 100 us): "
+                               "no depth of the suite only waits")
+
+
 def test_a_job_fio_refused_leaves_its_rule_not_measured_with_why():
     refused = {**TIER, "jobs": [{**job, "error": "fio: O_DIRECT refused"} if job["kind"] == "misaligned" else job
                                 for job in TIER["jobs"]]}
@@ -83,3 +95,21 @@ def test_a_device_suite_s_directory_is_e6_s_study_and_its_answer_names_the_rules
         "sends requests to one 4 KiB chunk at once"]
     assert found["runs"].to_dict("records") == [
         {"point": 1, "repetition": 1, "tier": "flash", "status": "ok", "run_id": "devices_20261128T070000Z_lab_host"}]
+
+
+def test_an_emulated_tier_s_findings_name_the_fitted_parameters_that_miss_its_model(tmp_path):
+    # the model the tier emulates: what the suite measured, but for a deeper device that pauses to collect garbage
+    fitted = device_fit.fit(TIER)
+    model = device_fit.profile_text(TIER, {**fitted, "channels": 2 * fitted["channels"], "gc_pause_us": 3000,
+                                           "gc_pause_every_kb": 4096},
+                                    "a test")
+    run_dir = tmp_path / "devices_20261128T070000Z_lab"
+    (run_dir / "raw").mkdir(parents=True)
+    (run_dir / "raw" / "devices.json").write_text(
+        json.dumps({**SUITE, "tiers": [{**TIER, "emulation": "model", "profile": model}]}))
+    write_gathered(gather(run_dir), tmp_path / "findings")
+    (tables,) = read_gathered(tmp_path / "findings")
+    assert study_findings(tables)["answers"][-1] == (
+        "flash's profile fitted to the suite against the model it emulates: every parameter within 25% but "
+        f"channels {fitted['channels']} against {2 * fitted['channels']}, gc_pause_us 0 against 3000, "
+        "gc_pause_every_kb 0 against 4096")

@@ -22,7 +22,8 @@ def side(p50_us: float, bw_bytes: float = 0.0, iops: float = 0.0, tail: dict | N
 
 def measured(profile: dict, buffer_bytes: float, pause_us: float) -> dict:
     """The suite's jobs on a device of the profile, in the host's time: each latency at queue depth 1 its
-    parameter plus the transfer; random reads scaling with the channels up to the bandwidth; the sustained
+    parameter plus the transfer; reads beside writes slowed in their slowest third (those that meet a write in
+    flight); random reads scaling with the channels up to the bandwidth; the sustained
     writes at the write bandwidth until the buffer is full (a whole number of log intervals), then at the
     sustained rate, one write in 20 with the pause."""
     k, read_bw, write_bw = DILATION, profile["read_bandwidth_mb_s"], profile["write_bandwidth_mb_s"]
@@ -34,8 +35,11 @@ def measured(profile: dict, buffer_bytes: float, pause_us: float) -> dict:
             {"kind": "latency", "rw": "read", "read": side(qd1(profile["read_sequential_us"], read_bw))},
             {"kind": "latency", "rw": "randwrite", "write": side(qd1(profile["write_us"], write_bw))},
             {"kind": "mixed", "write_pct": 0, "read": side(qd1(profile["read_random_us"], read_bw))},
+            # a read pays for a write only beside one in flight: a third of them, the slowest
             {"kind": "mixed", "write_pct": 50,
-             "read": side(qd1(profile["read_random_us"], read_bw) + profile["read_during_write_us"] * k)}]
+             "read": side(qd1(profile["read_random_us"], read_bw), tail={
+                 f"p{p}": qd1(profile["read_random_us"], read_bw) + profile["read_during_write_us"] * k
+                 for p in ("75", "90", "95", "99", "99.9", "99.99")})}]
     for block in (4096, 65536, 262144):
         for depth in (1, 16, 256):
             one_us = (profile["read_random_us"] + block / read_bw) * k

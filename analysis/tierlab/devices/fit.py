@@ -15,7 +15,9 @@ How each parameter follows (FITTED_FROM says the same in each profile's comments
   best (no buffer, or one larger than the job wrote);
 - gc_pause_us, gc_pause_every_kb: when the sustained writes have a tail (p99.9 over 3x the median): its
   excess over the median, once per the share of writes above the middle of the two;
-- read_during_write_us: how much the median read slows with half the requests writes (queue depth 4);
+- read_during_write_us: how much the slowest tenth of reads (p90) slows with half the requests writes (queue
+  depth 4): a read pays for a write only when one is in flight beside it, which at queue depth 4 is a share of
+  the reads, above a tenth and below half of them (the median misses it);
 - streams and readahead_kb are not measured: a device whose sequential reads are faster than its random
   ones by half again gets the shipped nand profile's, else none.
 """
@@ -42,7 +44,7 @@ FITTED_FROM = {
     "sustained_write_mb_s": "the sustained writes' rate once it fell (median of the last third)",
     "gc_pause_us": "the sustained writes' p99.9 over their p50",
     "gc_pause_every_kb": "the share of sustained writes in that tail",
-    "read_during_write_us": "p50 read latency at 50% writes over 0% (QD4)",
+    "read_during_write_us": "p90 read latency at 50% writes over 0% (QD4)",
 }
 
 
@@ -99,7 +101,7 @@ def fit(tier: dict) -> dict:
     peak_iops = max(j["read"]["iops"] for j in _grid(tier, "read") if j["block_bytes"] == 4096) * k
     streamed = random_us > 1.5 * sequential_us
     pause_us, pause_every_kb = _gc(sustained, k) if buffer_bytes > 0 else (0.0, 0.0)
-    mixed = {j["write_pct"]: j["read"]["lat_us"]["p50"] for j in tier["jobs"] if j["kind"] == "mixed" and "read" in j}
+    mixed = {j["write_pct"]: j["read"]["lat_us"]["p90"] for j in tier["jobs"] if j["kind"] == "mixed" and "read" in j}
     return {
         "channels": min(MAX_CHANNELS, max(1, round(peak_iops * (random_us + 4096 / read_bw) / 1e6))),
         "read_random_us": round(random_us, 2),

@@ -38,6 +38,8 @@ from .study import read_study_record
 FLOAT_FORMAT = "%.6g"
 # a rule whose breaking costs a device more than this many times its keeping is worth keeping there
 MATTERS_X = 1.5
+# a fitted profile's parameter further than this from the emulated model's is named
+FIT_TOLERANCE = 0.25
 
 
 def _by(frame: pd.DataFrame, columns: list[str]):
@@ -470,6 +472,12 @@ def device_findings(tables: dict) -> dict:
                else f"; none over {MATTERS_X:g}x")
             + "".join(f"; {rule}: {evidence}" for rule, evidence in
                       zip(rows["rule"], rows["evidence"], strict=True) if evidence.startswith("not measured")))
+    if "model" in tables["profiles"]:
+        for tier, rows in tables["profiles"].dropna(subset=["model"]).groupby("tier", sort=False):
+            off = [f"{row.parameter} {row.fitted:g} against {row.model:g}" for row in rows.itertuples()
+                   if abs(row.fitted - row.model) > FIT_TOLERANCE * abs(row.model)]
+            lines.append(f"{tier}'s profile fitted to the suite against the model it emulates: every parameter within "
+                         f"{FIT_TOLERANCE:.0%}" + (f" but {', '.join(off)}" if off else ""))
     return _found(tables, setup=setup, answers=lines, table=contract.drop(columns=["evidence"]))
 
 
