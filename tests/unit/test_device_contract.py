@@ -48,7 +48,7 @@ def test_each_rule_is_costed_by_a_job_that_keeps_it_beside_one_that_breaks_it():
     assert costs.loc["low request scale", "evidence"] == (
         "busy at QD4 (3800 IOPS, 95% of the most); at QD256 4000 IOPS, each read 640 us against 10 us")
     assert costs.loc["avoid tiny accesses", "evidence"] == (
-        "512 B random reads, QD1 15 us against 4 KiB random reads, QD1 20 us: 6.00x per byte")
+        "512 B random reads, QD1 15 us against 4 KiB random reads, QD1 20 us, means: 6.00x per byte")
     assert costs.loc["forget garbage collection", "evidence"] == (
         "128 KiB writes at QD32 for 3 s: 1000 MB/s at best, 250 MB/s over the last third")
     assert math.isnan(costs.loc["avoid crowded accesses", "kept"])

@@ -74,7 +74,7 @@ def _latency_pair(tier: dict, rule: str, kept_job: dict | None, kept_by: str, br
     cost = (broken / per_byte[1]) / (kept / per_byte[0])
     per = " per byte" if per_byte != (1, 1) else ""
     return _row(tier, rule, kept_by, kept, broken_by, broken, "us", cost,
-                f"{broken_by} {broken:.0f} us against {kept_by} {kept:.0f} us: {cost:.2f}x{per}")
+                f"{broken_by} {broken:.0f} us against {kept_by} {kept:.0f} us, means: {cost:.2f}x{per}")
 
 
 def _garbage_collection(tier: dict) -> dict:
