@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from tierlab.report.findings import write_findings_page
-from tierlab.studies.findings import answers, engine_contrasts, study_findings
+from tierlab.studies.findings import answers, engine_contrasts, study_findings, ties
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -88,3 +88,12 @@ def test_where_the_first_value_has_no_ok_run_the_answer_sets_the_best_against_th
                      (("C", 4.0), ("ALL", 2.0))])
     assert answers(three, "layout", ["None", "C", "ALL"], ["engine"], "s")[0].startswith(
         "engine=mariadb: layout=ALL ran its 1 queries in 2 s, 2.00x as fast as layout=C (4 s)")
+
+
+def test_a_predicted_layout_ties_the_fastest_when_its_quickest_run_is_no_slower_than_the_fastest_s_slowest():
+    ranges = pd.DataFrame({"query": ["q10"] * 3, "layout": ["C+O", "C+N", "O"], "runs": [3, 3, 3],
+                           "measured_min_s": [5.19, 5.36, 9.3], "measured_max_s": [5.44, 5.65, 9.6]})
+    rows = pd.DataFrame({"query": ["q10"] * 3, "predicted_fastest": ["C+O", "C+N", "O"],
+                         "measured_fastest": ["C+O"] * 3})
+    assert ties(rows, ranges, []) == 2
+    assert ties(rows, ranges.assign(runs=[3, 1, 3]), []) is None

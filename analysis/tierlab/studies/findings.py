@@ -350,6 +350,21 @@ def engine_contrasts(figures: pd.DataFrame, compared: str, values: list[str], gr
         for engine in speedup.columns) for query in gaps.index if gaps[query] > 1.25]
 
 
+def ties(rows: pd.DataFrame, ranges: pd.DataFrame | None, others: list[str]) -> int | None:
+    """How many of validate's rows predicted a layout that ran as fast as the measured fastest within their repeats
+    (the predicted layout's quickest run no slower than the fastest's slowest), the fastest itself included; None
+    where a layout ran once, and no spread tells a tie from a loss."""
+    if ranges is None or ranges.empty or (ranges["runs"] < 2).any():
+        return None
+    span = ranges.set_index([*others, "query", "layout"])
+    reached = 0
+    for row in rows.to_dict("records"):
+        at = (*(row[name] for name in others), row["query"])
+        reached += span.loc[(*at, row["predicted_fastest"]), "measured_min_s"] <= \
+            span.loc[(*at, row["measured_fastest"]), "measured_max_s"]
+    return int(reached)
+
+
 def validation_lines(tables: dict) -> list[str]:
     """recommend's predictions held against the measurements (validate's tables), a sentence per group: how
     often the predicted fastest layout was the measured fastest, the rank correlation beside the measurements'
@@ -361,10 +376,13 @@ def validation_lines(tables: dict) -> list[str]:
         others = [name for name in study["matrix"] if name not in LAYOUT_VARIABLES]
         for key, rows in _by(layouts, others):
             hits = int((rows["predicted_fastest"] == rows["measured_fastest"]).sum())
+            tied = ties(rows, tables.get("validation_layouts"), others)
             worst = rows.loc[rows["regret_pct"].idxmax()]
             lines.append(
                 f"{_where(others, key if isinstance(key, tuple) else (key,))}: predicted from each traced run, "
-                f"recommend named the measured fastest layout in {hits} of {len(rows)} (query, run) pairs; median "
+                f"recommend named the measured fastest layout in {hits} of {len(rows)} (query, run) pairs"
+                + (f", and one whose runs reach the fastest's (a tie within their repeats) in {tied} of {len(rows)}"
+                   if tied is not None else "") + "; median "
                 f"Spearman {rows['spearman'].median():.2f} (the measurements' own repeat Spearman "
                 f"{_number(rows['repeat_spearman'].median()) or 'not measured: one run per layout'}); median regret "
                 f"{rows['regret_pct'].median():.1f}%, worst {worst['regret_pct']:.1f}% ({worst['query']} from "
