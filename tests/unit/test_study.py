@@ -115,6 +115,18 @@ def test_a_study_past_its_stop_after_starts_no_point_and_leaves_them_all_to_resu
     assert json.loads((tmp_path / "s" / "study.json").read_text())["points"] == []
 
 
+def test_a_study_with_every_point_ok_says_nothing_of_its_stop_after(tmp_path):
+    study = read_study(study_file(tmp_path, STUDY))
+    done = [{"point": p["point"], "status": "ok", "run_id": f"run-{p['point']}", "error": None, "seconds": 1.0}
+            for p in points(study)]
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.json").write_text(json.dumps({"schema_version": 1, "study_id": "s", "study": study,
+                                                           "points": done}))
+    out = io.StringIO()
+    assert run_study(study, tmp_path / "s", {}, out=out, stop_after=0.0)["points"] == done
+    assert out.getvalue() == ""
+
+
 @pytest.mark.parametrize("text", ["2", "h", "-1h", "0m", "31d", "inf h", "nanm", "1000h"])
 def test_a_stop_after_without_a_unit_or_out_of_bounds_is_refused(tmp_path, text):
     with pytest.raises(SystemExit) as exit:

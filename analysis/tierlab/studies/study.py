@@ -284,7 +284,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         nonlocal unended
         while True:
             with lock:
-                if deadline is not None and time.monotonic() >= deadline and not stop:
+                if deadline is not None and time.monotonic() >= deadline and todo and not stop:
                     stop.append(0)
                     say(host, f"--stop-after {stop_after:.0f} s has passed: no more points start; "
                               f"{unended} of {total} points are left for --resume")
