@@ -22,6 +22,7 @@ import statistics
 import pandas as pd
 
 from ..metrics.contract import RULES
+from . import fit
 
 COLUMNS = ["tier", "rule", "kept_by", "kept", "broken_by", "broken", "unit", "cost_x", "evidence"]
 # the busy depth: the shallowest queue within this share of the most IOPS at any depth
@@ -30,7 +31,7 @@ BUSY_SHARE = 0.9
 
 def _job(tier: dict, kind: str, **match) -> dict | None:
     """The tier's job of that kind (None where fio refused it or the suite had none)."""
-    jobs = [j for j in tier["jobs"] if j["kind"] == kind and all(j.get(k) == v for k, v in match.items())]
+    jobs = fit.matching(tier, kind, **match)
     return jobs[0] if jobs and "error" not in jobs[0] else None
 
 
@@ -45,8 +46,8 @@ def _row(tier: dict, rule: str, kept_by: str, kept: float, broken_by: str, broke
 
 
 def _request_scale(tier: dict) -> dict:
-    grid = sorted((j for j in tier["jobs"] if j["kind"] == "bandwidth" and j["rw"] == "randread"
-                   and j["block_bytes"] == 4096 and "read" in j), key=lambda j: j["iodepth"])
+    grid = sorted((j for j in fit.grid(tier, "read") if j["rw"] == "randread" and j["block_bytes"] == 4096),
+                  key=lambda j: j["iodepth"])
     rule = RULES[0]
     if not grid:
         return _row(tier, rule, "", math.nan, "", math.nan, "us", math.nan, "not measured: the suite's 4 KiB "

@@ -48,14 +48,19 @@ FITTED_FROM = {
 }
 
 
+def matching(tier: dict, kind: str, **match) -> list[dict]:
+    """The tier's jobs of that kind whose settings are match's."""
+    return [j for j in tier["jobs"] if j["kind"] == kind and all(j.get(k) == v for k, v in match.items())]
+
+
 def _job(tier: dict, kind: str, **match) -> dict:
-    (job,) = [j for j in tier["jobs"] if j["kind"] == kind and all(j.get(k) == v for k, v in match.items())]
+    (job,) = matching(tier, kind, **match)
     if "error" in job:
         raise ValueError(f"tier {tier['name']}: the {kind} job the fit needs failed: {job['error']}")
     return job
 
 
-def _grid(tier: dict, side: str) -> list[dict]:
+def grid(tier: dict, side: str) -> list[dict]:
     """The bandwidth grid's jobs that measured the side (read or write)."""
     return [j for j in tier["jobs"] if j["kind"] == "bandwidth" and side in j]
 
@@ -89,16 +94,16 @@ def _gc(job: dict, dilation: float) -> tuple[float, float]:
 def fit(tier: dict) -> dict:
     """The profile's parameters for one tier of the suite's result."""
     k = tier["dilation"]
-    read_bw = max(j["read"]["bw_bytes"] for j in _grid(tier, "read")) * k / 1e6
+    read_bw = max(j["read"]["bw_bytes"] for j in grid(tier, "read")) * k / 1e6
     sustained = _job(tier, "sustained")
     buffer_bytes, sustained_rate, best_write = _sustained(sustained, k)
-    write_bw = max([best_write] + [j["write"]["bw_bytes"] * k / 1e6 for j in _grid(tier, "write")])
+    write_bw = max([best_write] + [j["write"]["bw_bytes"] * k / 1e6 for j in grid(tier, "write")])
 
     def qd1_us(rw: str, side: str, bandwidth: float) -> float:
         return max(0.0, _job(tier, "latency", rw=rw)[side]["lat_us"]["p50"] / k - 4096 / bandwidth)
 
     random_us, sequential_us = qd1_us("randread", "read", read_bw), qd1_us("read", "read", read_bw)
-    peak_iops = max(j["read"]["iops"] for j in _grid(tier, "read") if j["block_bytes"] == 4096) * k
+    peak_iops = max(j["read"]["iops"] for j in grid(tier, "read") if j["block_bytes"] == 4096) * k
     streamed = random_us > 1.5 * sequential_us
     pause_us, pause_every_kb = _gc(sustained, k) if buffer_bytes > 0 else (0.0, 0.0)
     mixed = {j["write_pct"]: j["read"]["lat_us"]["p90"] for j in tier["jobs"] if j["kind"] == "mixed" and "read" in j}
