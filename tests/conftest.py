@@ -16,10 +16,17 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The session's wall time and its slowest tests with their fixtures' setup, so that a slow creep shows in
-    every run of the suite."""
+    """The session's wall time, its slowest tests with their fixtures' setup, and the seconds of each test file
+    (where a module's shared fixture lands on its first test), so that a slow creep shows in every run of the suite."""
     total = {node: sum(phases.values()) for node, phases in SECONDS.items()}
     terminalreporter.section(f"wall time {time.monotonic() - STARTED:.0f} s; the {SLOWEST_SHOWN} slowest tests")
     for node in sorted(total, key=total.get, reverse=True)[:SLOWEST_SHOWN]:
         phases = SECONDS[node]
         terminalreporter.write_line(f"{total[node]:8.1f} s (setup {phases.get('setup', 0):6.1f} s)  {node}")
+    by_file: dict[str, float] = {}
+    for node, seconds in total.items():
+        path = node.partition("::")[0]
+        by_file[path] = by_file.get(path, 0.0) + seconds
+    terminalreporter.section("seconds by test file")
+    for path in sorted(by_file, key=by_file.get, reverse=True):
+        terminalreporter.write_line(f"{by_file[path]:8.1f} s  {path}")
