@@ -1,10 +1,13 @@
-"""A fault during a run: the database server killed with SIGKILL in the middle of a query. The try gets an error row,
-the server is started again and the next query runs; the run ends with its rows, the failed one named; and `resume`
-with retry_failed=true runs the failed query again as a new try, the failed row kept. Then the run's last row torn
-in its write: `resume` cuts it off, keeps it aside, and runs its try again."""
+"""Faults during a run. Its first load finds no room on the fast tier: the run fails naming the tier and what it has
+free, and its resume, once there is room, loads the database again. Then the database server is killed with SIGKILL
+in the middle of a query: the try gets an error row, the server is started again and the next query runs; the run
+ends with its rows, the failed one named; and `resume` with retry_failed=true runs the failed query again as a new
+try, the failed row kept. Then the run's last row torn in its write: `resume` cuts it off, keeps it aside, and runs
+its try again."""
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -21,7 +24,10 @@ pytestmark = pytest.mark.mariadb
 
 # a query that waits long enough to be killed in, and one after it
 QUERIES = {"slow": "SELECT SLEEP(8), COUNT(*) FROM t;\n", "quick": "SELECT COUNT(*), SUM(v) FROM t;\n"}
-ROWS = 1000
+# rows enough that their table (some 4 MiB) cannot be loaded into the room left on the fast tier
+ROWS = 100_000
+ROOM_LEFT_BYTES = 512 << 10
+FILLER = "tierlab-test-filler"
 KILL_WAIT_S = 600
 
 
@@ -52,22 +58,43 @@ def kill_the_server_in(label: str, killed: dict) -> None:
     killed["pid"] = server["pid"]
 
 
+def fill_up(tier: Path) -> Path:
+    """A file that leaves ROOM_LEFT_BYTES free on tier's file system (for users other than root)."""
+    stat = os.statvfs(tier)
+    filler = tier / FILLER
+    done = command(["fallocate", "-l", str(stat.f_bavail * stat.f_frsize - ROOM_LEFT_BYTES), str(filler)], "fallocate",
+                   60)
+    assert done.returncode == 0, done.stderr
+    return filler
+
+
 @pytest.fixture(scope="module")
 def killed_run(lab, tmp_path_factory):
-    """The run whose server was killed in slow's first try, as it ended and after its resume with retry_failed."""
+    """The run whose first load found the fast tier full, as it failed; resumed with room made, the server killed in
+    slow's first try, as it ended; after its resume with retry_failed; and after its last row was torn."""
     stall = stall_workload(tmp_path_factory.mktemp("stall") / "stall")
-    variables = {"playbook": "workload.yml", "workload_dir": str(stall), "scale_factor": "", "queries": "all"}
+    variables = {"workload_dir": str(stall), "scale_factor": "", "queries": "all"}
+    (fast,) = [t["path"] for t in json.loads(Path(TEST_ROOT, "tiers.json").read_text()) if t["role"] == "fast"]
+    before = lab.run_ids()
+    filler = fill_up(Path(fast))
+    try:
+        full = lab.playbook("workload.yml", check=False, layout="t", **variables)
+    finally:
+        filler.unlink()
+    (run_id,) = lab.run_ids() - before
+    run_dir = lab.results_dir / run_id
+    no_room = {"code": full.returncode, "output": full.stdout,
+               "manifest": json.loads((run_dir / "manifest.json").read_text())}
     killed: dict = {}
     killer = threading.Thread(target=kill_the_server_in, args=("slow_try1", killed), daemon=True)
     killer.start()
-    run_dir = lab.run("t", **variables)
+    lab.playbook("workload.yml", layout="t", resume=run_id, **variables)
     killer.join(timeout=60)
     assert killed, "the slow query's try never started, so its server was not killed"
     ended = {"rows": read_csv(run_dir / "tables" / "queries.csv"),
              "manifest": json.loads((run_dir / "manifest.json").read_text()),
              "report": (run_dir / "report" / "report.html").read_text()}
-    playbook = variables.pop("playbook")
-    lab.playbook(playbook, layout="t", resume=run_dir.name, retry_failed=True, **variables)
+    lab.playbook("workload.yml", layout="t", resume=run_id, retry_failed=True, **variables)
     retried = {"rows": read_csv(run_dir / "tables" / "queries.csv"),
                "manifest": json.loads((run_dir / "manifest.json").read_text())}
     # the last row torn in its write, as when the host stops in the middle of it, then the run resumed again
@@ -75,9 +102,27 @@ def killed_run(lab, tmp_path_factory):
     *whole, last = rows_file.read_text().splitlines(keepends=True)
     torn = last[:len(last) // 2]
     rows_file.write_text("".join(whole) + torn)
-    lab.playbook(playbook, layout="t", resume=run_dir.name, retry_failed=True, **variables)
-    return {"dir": run_dir, "ended": ended, **retried, "torn": torn,
+    lab.playbook("workload.yml", layout="t", resume=run_id, retry_failed=True, **variables)
+    return {"dir": run_dir, "no_room": no_room, "ended": ended, **retried, "torn": torn,
             "resumed_rows": read_csv(run_dir / "tables" / "queries.csv")}
+
+
+def test_a_load_that_finds_no_room_on_the_fast_tier_fails_the_run_naming_the_table_and_each_tier_s_free_space(
+        killed_run):
+    no_room = killed_run["no_room"]
+    assert no_room["code"] != 0
+    assert no_room["manifest"]["status"] == "failed"
+    error = no_room["manifest"]["error"]
+    assert error.startswith("Load the database: Bulk-load each table from the generated data (t) failed: "), error
+    assert "The table 't' is full" in error
+    assert error.endswith(". The next run, or a resume of this one, drops the half-loaded database and loads it again")
+    free_mib = {}
+    for tier in json.loads(Path(TEST_ROOT, "tiers.json").read_text()):
+        said = re.search(rf"{tier['name']} \({tier['role']} tier\) ([\d.]+) MiB free of [\d.]+ MiB on the file "
+                         rf"system of {re.escape(tier['path'])}", error)
+        assert said, (tier["name"], error)
+        free_mib[tier["role"]] = float(said.group(1))
+    assert free_mib["fast"] <= ROOM_LEFT_BYTES / 2**20 < 100 < free_mib["capacity"]
 
 
 def test_the_killed_query_s_try_is_an_error_row_and_the_next_query_runs_on_a_restarted_server(killed_run):

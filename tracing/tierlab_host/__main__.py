@@ -3,9 +3,10 @@
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from . import chroot, device_suite, engine_commands, observe, probes, root_lock, runner, teardown, tiers, tiers_check
-from .system import HostError
+from .system import HostError, no_room
 
 
 def main() -> None:
@@ -53,6 +54,8 @@ def main() -> None:
                        ("observe", "observe an instance tierlab did not start for the spec's intervals, traced")):
         p = sub.add_parser(name, help=what)
         p.add_argument("spec_file")
+    free = sub.add_parser("free-space", help="what is free on the file system of each path, for a write that failed")
+    free.add_argument("paths", nargs="+")
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
     plan.add_argument("spec_file")
     args = parser.parse_args()
@@ -83,6 +86,8 @@ def main() -> None:
             observe.main(args.spec_file)
         elif args.command == "run-plan":
             runner.main_plan(args.spec_file)
+        elif args.command == "free-space":
+            print(json.dumps({path: no_room(Path(path)) for path in args.paths}))
         elif args.command == "probe":
             probes.main(args.paths, args.tools, args.packages, args.urls)
     except HostError as exc:
