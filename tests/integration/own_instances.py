@@ -18,6 +18,8 @@ from lab import command
 PARTITION_START_SECTORS = 6144
 POSTGRESQL_BIN = Path("/usr/lib/postgresql/15/bin")
 START_TIMEOUT_S = 120
+# a loading server writes its pages back in large batches, not one evicted page at a time
+LOADING_BUFFER_POOL = "512M"
 MEMORY_GROUPS = Path("/sys/fs/cgroup/memory")
 # where the instances' disks and directories are made: a path every user may traverse (the servers run as postgres
 # and mysql), apart from any tierlab root
@@ -144,10 +146,11 @@ class OwnPostgresql:
 
 
 class OwnMariadb:
-    """A server of its own (mariadb-install-db, then mariadbd as user mysql) with a small buffer pool and direct I/O,
-    so that its reads reach the device; the performance schema on, as many DBAs run it."""
+    """A server of its own (mariadb-install-db, then mariadbd as user mysql) with direct I/O, loaded with a buffer
+    pool of LOADING_BUFFER_POOL and then bound to a small one, so that its reads reach the device; the performance
+    schema on, as many DBAs run it."""
 
-    def __init__(self, datadir: Path, port: int, buffer_pool: str = "8M"):
+    def __init__(self, datadir: Path, port: int):
         self.datadir, self.port = datadir, port
         self.socket = datadir.parent / "mariadb.sock"
         datadir.mkdir(parents=True)
@@ -157,20 +160,27 @@ class OwnMariadb:
         _ok(["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=mysql",
                  "--auth-root-authentication-method=socket", "--skip-test-db"], "mariadb-install-db", START_TIMEOUT_S)
         self.log = datadir.parent / "mariadb.err"
-        self.argv = ["mariadbd", "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", f"--port={port}",
-                     "--bind-address=127.0.0.1", "--user=mysql", f"--innodb-buffer-pool-size={buffer_pool}",
-                     "--innodb-flush-method=O_DIRECT", "--performance-schema=ON", f"--log-error={self.log}",
-                     f"--pid-file={datadir.parent / 'mariadb.pid'}"]
+        self.buffer_pool = LOADING_BUFFER_POOL
         self.start()
 
     def start(self) -> None:
-        self.server = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        argv = ["mariadbd", "--no-defaults", f"--datadir={self.datadir}", f"--socket={self.socket}", f"--port={self.port}",
+                "--bind-address=127.0.0.1", "--user=mysql", f"--innodb-buffer-pool-size={self.buffer_pool}",
+                "--innodb-flush-method=O_DIRECT", "--performance-schema=ON", f"--log-error={self.log}",
+                f"--pid-file={self.datadir.parent / 'mariadb.pid'}"]
+        self.server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while command(["mariadb-admin", "--no-defaults", f"--socket={self.socket}", "-uroot", "ping"], "mariadb-admin ping",
                       60).returncode != 0:
             assert self.server.poll() is None, f"mariadbd exited: {self.log.read_text()[-2000:]}"
             assert time.monotonic() < deadline, f"mariadbd did not answer within {START_TIMEOUT_S} s"
             time.sleep(0.5)
+
+    def bound(self, buffer_pool: str) -> None:
+        """The server started again with a buffer pool of buffer_pool (and nothing of the load left in it)."""
+        self.stop()
+        self.buffer_pool = buffer_pool
+        self.start()
 
     def sql(self, sql: str, database: str = "") -> str:
         return _ok(["mariadb", "--no-defaults", f"--socket={self.socket}", "-uroot", "--batch",
