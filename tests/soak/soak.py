@@ -26,7 +26,8 @@ matrix:
   buffer_pool: [8M, 16M, 32M, 64M, 128M]
 """
 FAULTS = ("server", "emulator", "ctrl-c", "full tier")
-# faults stop after this many, so that the study ends; each lands 20-120 s into a study's process
+# faults stop after this many, so that the study ends; each lands 20-120 s after the one before it (or after the
+# start of the study's process that a Ctrl-C ended)
 MAX_FAULTS = 8
 MAX_RESUMES = 20
 FILLER = "soak-filler"
@@ -62,6 +63,13 @@ def inject(fault: str, study: subprocess.Popen) -> bool:
     return True
 
 
+def next_fault(rng: random.Random, injected: list) -> tuple[str | None, float]:
+    """The next fault and when it lands (20-120 s from now), while fewer than MAX_FAULTS were injected."""
+    if len(injected) >= MAX_FAULTS:
+        return None, 0.0
+    return rng.choice(FAULTS), time.monotonic() + rng.uniform(20, 120)
+
+
 def playbook(name: str, **extra) -> None:
     done = subprocess.run([str(ROOT_DIR / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e",
                            json.dumps({**SETTINGS, **extra})], cwd=ROOT_DIR, capture_output=True, text=True,
@@ -83,19 +91,18 @@ def main() -> None:
         args = ["--resume", str(study_dir)] if study_dir else [str(spec), "--results-dir", str(results)]
         study = subprocess.Popen([TIERLAB, "study", *args, "--extra-vars", json.dumps(SETTINGS)], cwd=ROOT_DIR,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        fault, emulator_killed = None, False
-        if len(injected) < MAX_FAULTS:
-            fault, at = rng.choice(FAULTS), time.monotonic() + rng.uniform(20, 120)
-        output = []
+        emulator_killed = False
+        fault, at = next_fault(rng, injected)
         for line in study.stdout:
-            output.append(line)
             print(line, end="", flush=True)
             if study_dir is None and line.startswith("study "):
                 study_dir = (ROOT_DIR / line.split()[1]).resolve()
             if fault and time.monotonic() > at and Path(ROOT, "tiers.json").exists() and inject(fault, study):
                 injected.append((round(time.monotonic() - started), fault))
                 print(f"soak: injected {fault}", flush=True)
-                emulator_killed, fault = fault == "emulator", None
+                emulator_killed = emulator_killed or fault == "emulator"
+                # the study goes on after any fault but Ctrl-C, and the next may land in it
+                fault, at = next_fault(rng, injected) if fault != "ctrl-c" else (None, 0.0)
         study.wait(timeout=PLAYBOOK_TIMEOUT_S)
         (fast_tier() / FILLER).unlink(missing_ok=True)
         points = json.loads((study_dir / "study.json").read_text())["points"]
