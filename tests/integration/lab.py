@@ -61,7 +61,11 @@ class Lines:
 
     def rest(self, timeout_s: float) -> str:
         """Everything it writes until it ends, which it must within timeout_s."""
-        self.child.wait(timeout=timeout_s)
+        try:
+            self.child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{self.child.args[0]} did not end within {timeout_s:.0f} s; it wrote last:\n"
+                                 f"{''.join(self.lines.queue)[-3000:]}") from None
         self.reader.join(timeout=60)
         return "".join(self.lines.queue)
 
@@ -87,11 +91,15 @@ class Lab:
         self.root = root
         self.settings = {"mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516, **settings}
 
-    def playbook(self, name: str, *args: str, check: bool = True, timeout_s: float = PLAYBOOK_TIMEOUT_S,
-                 **extra) -> subprocess.CompletedProcess:
+    def playbook_command(self, name: str, *args: str, **extra) -> list[str]:
+        """ansible-playbook on playbooks/name with this root's variables and extra (run it with ANSIBLE_ENV)."""
         variables = {"tierlab_root": self.root, "results_dir": str(self.results_dir), **self.settings,
                      "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
-        cmd = [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
+        return [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
+
+    def playbook(self, name: str, *args: str, check: bool = True, timeout_s: float = PLAYBOOK_TIMEOUT_S,
+                 **extra) -> subprocess.CompletedProcess:
+        cmd = self.playbook_command(name, *args, **extra)
         done = command(cmd, f"playbooks/{name}", timeout_s, cwd=ROOT, env={**os.environ, **ANSIBLE_ENV})
         PLAYBOOK_CALLS.append(name)
         _count_roles(done.stdout)
@@ -155,6 +163,20 @@ class Lab:
         tier_paths = {t["role"]: t["path"] + "/" for t in manifest["tiers"]}
         return {name: role for name, path in rows for role, tier in tier_paths.items()
                 if os.path.realpath(os.path.join(datadir, path)).startswith(tier)}
+
+
+def one_table_workload(directory: Path, rows: int, queries: dict[str, str]) -> Path:
+    """A workload directory named for its directory: one table t (id, v = 7 id) of rows rows, and the queries given
+    (name: SQL)."""
+    (directory / "queries").mkdir(parents=True)
+    (directory / "data").mkdir()
+    (directory / "workload.yml").write_text(f"name: {directory.name}\ntables: [t]\ndata: {{files: data}}\n"
+                                            f"queries: [{', '.join(queries)}]\n")
+    (directory / "schema.sql").write_text("CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL);\n")
+    (directory / "data" / "t.csv").write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(1, rows + 1)))
+    for query, sql in queries.items():
+        (directory / "queries" / f"{query}.sql").write_text(sql)
+    return directory
 
 
 def read_csv(path: Path) -> pd.DataFrame:

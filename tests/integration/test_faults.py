@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from answers import read_answer
-from lab import TEST_ROOT, command, read_csv
+from lab import TEST_ROOT, command, one_table_workload, read_csv
 
 from tierlab_host.engines.mysql_family import _move_file
 from tierlab_host.system import HostError
@@ -29,18 +29,6 @@ ROWS = 100_000
 ROOM_LEFT_BYTES = 512 << 10
 FILLER = "tierlab-test-filler"
 KILL_WAIT_S = 600
-
-
-def stall_workload(directory: Path) -> Path:
-    """A workload directory of one small table and the two queries."""
-    (directory / "queries").mkdir(parents=True)
-    (directory / "data").mkdir()
-    (directory / "workload.yml").write_text("name: stall\ntables: [t]\ndata: {files: data}\nqueries: [slow, quick]\n")
-    (directory / "schema.sql").write_text("CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL);\n")
-    (directory / "data" / "t.csv").write_text("id,v\n" + "".join(f"{i},{i * 7}\n" for i in range(1, ROWS + 1)))
-    for query, sql in QUERIES.items():
-        (directory / "queries" / f"{query}.sql").write_text(sql)
-    return directory
 
 
 def kill_the_server_in(label: str, killed: dict) -> None:
@@ -72,7 +60,7 @@ def fill_up(tier: Path) -> Path:
 def killed_run(lab, tmp_path_factory):
     """The run whose first load found the fast tier full, as it failed; resumed with room made, the server killed in
     slow's first try, as it ended; after its resume with retry_failed; and after its last row was torn."""
-    stall = stall_workload(tmp_path_factory.mktemp("stall") / "stall")
+    stall = one_table_workload(tmp_path_factory.mktemp("stall") / "stall", ROWS, QUERIES)
     variables = {"workload_dir": str(stall), "scale_factor": "", "queries": "all"}
     (fast,) = [t["path"] for t in json.loads(Path(TEST_ROOT, "tiers.json").read_text()) if t["role"] == "fast"]
     before = lab.run_ids()
