@@ -92,7 +92,7 @@ class Lab:
         self.settings = {"mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516, **settings}
 
     def playbook_command(self, name: str, *args: str, **extra) -> list[str]:
-        """ansible-playbook on playbooks/name with this root's variables and extra (run it with ANSIBLE_ENV)."""
+        """ansible-playbook on the playbook called name, with this root's variables and extra (run it with ANSIBLE_ENV)."""
         variables = {"tierlab_root": self.root, "results_dir": str(self.results_dir), **self.settings,
                      "scale_factor": SCALE_FACTOR, "queries": QUERIES, **extra}
         return [str(ROOT / ".venv/bin/ansible-playbook"), f"playbooks/{name}", "-e", json.dumps(variables), *args]
