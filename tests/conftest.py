@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracing"))
 SECONDS: dict[str, dict[str, float]] = {}
 STARTED = time.monotonic()
 SLOWEST_SHOWN = 10
+SLOWEST_FILES_SHOWN = 20
 
 
 def pytest_runtest_logreport(report):
@@ -16,8 +17,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The session's wall time, its slowest tests with their fixtures' setup, and the seconds of each test file
-    (where a module's shared fixture lands on its first test), so that a slow creep shows in every run of the suite."""
+    """The session's wall time, its slowest tests with their fixtures' setup, and its slowest test files (where a
+    module's shared fixture lands on its first test), so that a slow creep shows in every run of the suite."""
     total = {node: sum(phases.values()) for node, phases in SECONDS.items()}
     terminalreporter.section(f"wall time {time.monotonic() - STARTED:.0f} s; the {SLOWEST_SHOWN} slowest tests")
     for node in sorted(total, key=total.get, reverse=True)[:SLOWEST_SHOWN]:
@@ -27,6 +28,6 @@ def pytest_terminal_summary(terminalreporter):
     for node, seconds in total.items():
         path = node.partition("::")[0]
         by_file[path] = by_file.get(path, 0.0) + seconds
-    terminalreporter.section("seconds by test file")
-    for path in sorted(by_file, key=by_file.get, reverse=True):
+    terminalreporter.section(f"the {SLOWEST_FILES_SHOWN} slowest test files")
+    for path in sorted(by_file, key=by_file.get, reverse=True)[:SLOWEST_FILES_SHOWN]:
         terminalreporter.write_line(f"{by_file[path]:8.1f} s  {path}")
