@@ -32,6 +32,8 @@ RELATION_FILES = ("SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c
 # seconds per role over every playbook the suite ran, and how many playbooks it ran
 ROLE_SECONDS: dict[str, float] = {}
 PLAYBOOK_CALLS: list[str] = []
+# the file that fills a tier up (fill_up)
+FILLER = "tierlab-filler"
 _ROLE_LINE = re.compile(r"^(\S+) -+ ([\d.]+)s$", re.M)
 
 
@@ -177,6 +179,19 @@ def one_table_workload(directory: Path, rows: int, queries: dict[str, str]) -> P
     for query, sql in queries.items():
         (directory / "queries" / f"{query}.sql").write_text(sql)
     return directory
+
+
+def fast_tier(root: str) -> Path:
+    """The fast tier's mount point under root, from the root's tiers.json."""
+    (spec,) = [t for t in json.loads(Path(root, "tiers.json").read_text()) if t["role"] == "fast"]
+    return Path(spec["path"])
+
+
+def fill_up(tier: Path, room_left_bytes: int) -> subprocess.CompletedProcess:
+    """fallocate's FILLER on tier, leaving room_left_bytes free on its file system (for users other than root)."""
+    stat = os.statvfs(tier)
+    return command(["fallocate", "-l", str(stat.f_bavail * stat.f_frsize - room_left_bytes), str(tier / FILLER)],
+                   "fallocate", 60)
 
 
 def read_csv(path: Path) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from answers import read_answer
-from lab import TEST_ROOT, command, one_table_workload, read_csv
+from lab import FILLER, TEST_ROOT, command, fast_tier, fill_up, one_table_workload, read_csv
 
 from tierlab_host.engines.mysql_family import _move_file
 from tierlab_host.system import HostError
@@ -27,7 +27,6 @@ QUERIES = {"slow": "SELECT SLEEP(8), COUNT(*) FROM t;\n", "quick": "SELECT COUNT
 # rows enough that their table (some 4 MiB) cannot be loaded into the room left on the fast tier
 ROWS = 100_000
 ROOM_LEFT_BYTES = 512 << 10
-FILLER = "tierlab-test-filler"
 KILL_WAIT_S = 600
 
 
@@ -46,29 +45,19 @@ def kill_the_server_in(label: str, killed: dict) -> None:
     killed["pid"] = server["pid"]
 
 
-def fill_up(tier: Path) -> Path:
-    """A file that leaves ROOM_LEFT_BYTES free on tier's file system (for users other than root)."""
-    stat = os.statvfs(tier)
-    filler = tier / FILLER
-    done = command(["fallocate", "-l", str(stat.f_bavail * stat.f_frsize - ROOM_LEFT_BYTES), str(filler)], "fallocate",
-                   60)
-    assert done.returncode == 0, done.stderr
-    return filler
-
-
 @pytest.fixture(scope="module")
 def killed_run(lab, tmp_path_factory):
     """The run whose first load found the fast tier full, as it failed; resumed with room made, the server killed in
     slow's first try, as it ended; after its resume with retry_failed; and after its last row was torn."""
     stall = one_table_workload(tmp_path_factory.mktemp("stall") / "stall", ROWS, QUERIES)
     variables = {"workload_dir": str(stall), "scale_factor": "", "queries": "all"}
-    (fast,) = [t["path"] for t in json.loads(Path(TEST_ROOT, "tiers.json").read_text()) if t["role"] == "fast"]
     before = lab.run_ids()
-    filler = fill_up(Path(fast))
+    filled = fill_up(fast_tier(TEST_ROOT), ROOM_LEFT_BYTES)
     try:
+        assert filled.returncode == 0, filled.stderr
         full = lab.playbook("workload.yml", check=False, layout="t", **variables)
     finally:
-        filler.unlink()
+        (fast_tier(TEST_ROOT) / FILLER).unlink(missing_ok=True)
     (run_id,) = lab.run_ids() - before
     run_dir = lab.results_dir / run_id
     no_room = {"code": full.returncode, "output": full.stdout,

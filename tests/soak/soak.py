@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT_DIR / "tests" / "integration"))
-from lab import ANSIBLE_ENV, PLAYBOOK_TIMEOUT_S, TIERLAB, remove_torn_down_root  # noqa: E402
+from lab import ANSIBLE_ENV, FILLER, PLAYBOOK_TIMEOUT_S, TIERLAB, fast_tier, fill_up, remove_torn_down_root  # noqa: E402
 
 ROOT = "/var/lib/tierlab-soak"
 SETTINGS = {"tierlab_root": ROOT, "mysql_port_base": {"mariadb": 4100, "mysql": 4200}, "postgresql_port": 5519}
@@ -30,16 +30,10 @@ FAULTS = ("server", "emulator", "ctrl-c", "full tier")
 # start of the study's process that a Ctrl-C ended)
 MAX_FAULTS = 8
 MAX_RESUMES = 20
-FILLER = "soak-filler"
 
 
 def record() -> list[dict]:
     return json.loads(Path(ROOT, "state", "created.json").read_text())
-
-
-def fast_tier() -> Path:
-    (spec,) = [t for t in json.loads(Path(ROOT, "tiers.json").read_text()) if t["role"] == "fast"]
-    return Path(spec["path"])
 
 
 def inject(fault: str, study: subprocess.Popen) -> bool:
@@ -48,10 +42,7 @@ def inject(fault: str, study: subprocess.Popen) -> bool:
         os.killpg(study.pid, signal.SIGINT)
         return True
     if fault == "full tier":
-        stat = os.statvfs(fast_tier())
-        free = stat.f_bavail * stat.f_frsize
-        return subprocess.run(["fallocate", "-l", str(max(free - (1 << 20), 1 << 20)), str(fast_tier() / FILLER)],
-                              capture_output=True, timeout=60).returncode == 0
+        return fill_up(fast_tier(ROOT), 1 << 20).returncode == 0
     kind, match = ("process", "mariadb") if fault == "server" else ("emulator", "")
     found = [e for e in record() if e["kind"] == kind and match in e.get("instance", "")]
     if not found:
@@ -104,7 +95,7 @@ def main() -> None:
                 # the study goes on after any fault but Ctrl-C, and the next may land in it
                 fault, at = next_fault(rng, injected) if fault != "ctrl-c" else (None, 0.0)
         study.wait(timeout=PLAYBOOK_TIMEOUT_S)
-        (fast_tier() / FILLER).unlink(missing_ok=True)
+        (fast_tier(ROOT) / FILLER).unlink(missing_ok=True)
         points = json.loads((study_dir / "study.json").read_text())["points"]
         if len(points) == 30 and all(p["status"] == "ok" for p in points):
             break
