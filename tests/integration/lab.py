@@ -143,8 +143,10 @@ class Lab:
                    "spec, database, sql, limit_s, output = json.load(sys.stdin); "
                    "print(json.dumps(execute(engine(spec), database, sql, limit_s, output)))")
         spec = json.loads(Path(self.root, "instances", instance, "engine.json").read_text())
+        # the root's own record, as the playbooks give the agent (by default it would write the default root's)
         done = command(["/usr/bin/python3", "-c", program], f"the agent's execute on {instance}", limit_s + 120,
-                       cwd=Path(self.root, "agent"), input=json.dumps([spec, database, sql, limit_s, str(output)]))
+                       cwd=Path(self.root, "agent"), input=json.dumps([spec, database, sql, limit_s, str(output)]),
+                       env={**os.environ, "TIERLAB_STATE_DIR": str(Path(self.root, "state"))})
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
