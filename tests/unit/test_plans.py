@@ -37,6 +37,13 @@ def test_postgresql_scans_orders_and_customer_and_probes_lineitem_s_primary_key_
                                       ("lineitem", "lineitem_pkey", "index lookup")]
 
 
+def test_a_postgresql_subquery_s_tid_range_scan_is_its_share_of_a_table_scan():
+    # SSB Q1.1's first of four subqueries under join_plan=hash: LINEORDER's blocks 0-213 by a Tid Range Scan
+    plan = json.loads((PLANS / "postgresql_ssb_q1.1_split_hash.json").read_text())
+    assert [(a["table"], a["index"], a["access"]) for a in plan_accesses("postgresql", plan, {"lineorder", "date"})] == [
+        ("lineorder", "", "table scan"), ("date", "", "table scan")]
+
+
 def test_a_postgresql_bitmap_scan_names_the_table_and_its_index():
     plan = {"Plan": {"Node Type": "Bitmap Heap Scan", "Relation Name": "lineitem", "Plans": [
         {"Node Type": "Bitmap Index Scan", "Index Name": "lineitem_suppkey", "Parent Relationship": "Outer"}]}}

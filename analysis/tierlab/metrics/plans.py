@@ -62,7 +62,8 @@ def _postgresql(plan: dict) -> list[dict]:
         kind, table = node.get("Node Type", ""), node.get("Relation Name")
         if table is None:
             continue
-        if kind == "Seq Scan":
+        # a TID range scan reads one range of the table's blocks in order (a split query's share of a table scan)
+        if kind in ("Seq Scan", "Tid Range Scan"):
             accesses.append({"table": table, "index": "", "access": SCAN})
         elif kind in ("Index Scan", "Index Only Scan"):
             # the inner side of a nested loop is probed once per outer row: lookups, not one scan
