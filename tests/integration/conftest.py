@@ -27,6 +27,8 @@ from lab import (
 )
 
 HERE = Path(__file__).resolve().parent
+# the tierlab root of playbooks and commands not given one
+DEFAULT_ROOT = "/var/lib/tierlab"
 # TPC-H Q1 and Q3 under three layouts, each twice: Q3 reads orders through orders_custkey and lineitem through its
 # primary key, at random, so each table moved to the fast tier takes a large share of its time off
 LAYOUTS_STUDY = f"""
@@ -76,6 +78,15 @@ def ansible_files(tmp_path_factory):
     default they would be left in the default root's /var/lib/tierlab/ansible-tmp and in ~/.ansible_async."""
     here = tmp_path_factory.mktemp("ansible")
     os.environ.update(ANSIBLE_REMOTE_TMP=str(here / "remote-tmp"), ANSIBLE_ASYNC_DIR=str(here / "async"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_root_untouched():
+    """The suite works under roots of its own: where the host has no default root, the suite leaves none."""
+    had = Path(DEFAULT_ROOT).exists()
+    yield
+    assert had or not Path(DEFAULT_ROOT).exists(), f"the suite made the default root {DEFAULT_ROOT}: " + \
+        ", ".join(str(path) for path in Path(DEFAULT_ROOT).rglob("*"))
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,14 @@ ROOT = Path(__file__).resolve().parents[2]
 REFUSED = "layout 'C+X': unknown table code(s) 'X'; allowed: None, ALL, or codes C O L PS P S N R joined by '+'"
 
 
+# where Ansible keeps its temporary files: the suite's own (conftest.py), not the default root's
+KEPT = ("ANSIBLE_REMOTE_TMP", "ANSIBLE_ASYNC_DIR")
+
+
 def activated() -> dict:
-    """The environment `. .venv/bin/activate` makes, without the variables the Makefile and the tests set."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    """The environment `. .venv/bin/activate` makes, without the variables the Makefile and the tests set but
+    those that keep Ansible's temporary files out of the default root."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_") or key in KEPT}
     return {**env, "VIRTUAL_ENV": str(ROOT / ".venv"), "PATH": f"{ROOT / '.venv' / 'bin'}:{env['PATH']}"}
 
 
