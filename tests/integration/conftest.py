@@ -26,9 +26,9 @@ from lab import (
     remove_torn_down_root,
 )
 
+from tierlab.runs.doctor import DEFAULT_ROOT
+
 HERE = Path(__file__).resolve().parent
-# the tierlab root of playbooks and commands not given one
-DEFAULT_ROOT = "/var/lib/tierlab"
 # TPC-H Q1 and Q3 under three layouts, each twice: Q3 reads orders through orders_custkey and lineitem through its
 # primary key, at random, so each table moved to the fast tier takes a large share of its time off
 LAYOUTS_STUDY = f"""

@@ -52,12 +52,13 @@ def killed_run(lab, tmp_path_factory):
     stall = one_table_workload(tmp_path_factory.mktemp("stall") / "stall", ROWS, QUERIES)
     variables = {"workload_dir": str(stall), "scale_factor": "", "queries": "all"}
     before = lab.run_ids()
-    filled = fill_up(fast_tier(TEST_ROOT), ROOM_LEFT_BYTES)
+    fast = fast_tier(TEST_ROOT)
+    filled = fill_up(fast, ROOM_LEFT_BYTES)
     try:
         assert filled.returncode == 0, filled.stderr
         full = lab.playbook("workload.yml", check=False, layout="t", **variables)
     finally:
-        (fast_tier(TEST_ROOT) / FILLER).unlink(missing_ok=True)
+        (fast / FILLER).unlink(missing_ok=True)
     (run_id,) = lab.run_ids() - before
     run_dir = lab.results_dir / run_id
     no_room = {"code": full.returncode, "output": full.stdout,
