@@ -9,6 +9,8 @@ ENGINE ?= mariadb
 # gcc: the device model's library, which tierlab's cost model loads (emulator/libtierlab-model.so)
 APT_PACKAGES := python3 python3-venv python3-pip gcc make
 MODEL_LIBRARY := emulator/libtierlab-model.so
+# and `tierlab trace-stats`' compiled pass over binary blktrace files
+TRACE_LIBRARY := emulator/libtierlab-trace.so
 # the tests also read traces with blkparse, measure with fio, build the device emulator (tierlab-emu) to run its
 # model, render reports in headless Chromium and make btrfs file systems
 # openssh-server and sudo: the integration tests' two hosts reached over SSH (tests/integration/hosts.py) run
@@ -22,7 +24,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: soak setup tpch tiers teardown findings findings-quick test test-long test-guest unit integration lint
 
-setup: $(STAMP) $(MODEL_LIBRARY)
+setup: $(STAMP) $(MODEL_LIBRARY) $(TRACE_LIBRARY)
 
 $(STAMP): pyproject.toml
 	if command -v apt-get >/dev/null && ! dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then \
@@ -34,6 +36,9 @@ $(STAMP): pyproject.toml
 
 $(MODEL_LIBRARY): $(STAMP) emulator/Makefile $(wildcard emulator/src/*)
 	$(MAKE) -C emulator libtierlab-model.so
+
+$(TRACE_LIBRARY): emulator/Makefile $(wildcard emulator/src/trace_*)
+	$(MAKE) -C emulator libtierlab-trace.so
 
 tpch: setup
 	$(BIN)/ansible-playbook playbooks/tpch.yml -e layout=$(LAYOUT) -e scale_factor=$(SF) -e queries=$(QUERIES) -e engine=$(ENGINE)

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 from peak_memory import run_measured
 
-from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, MAGIC, write_ftrace_raw
+from tierlab.traces.formats import FTRACE_RAW_MAGIC
+from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, write_ftrace_raw
 
 QUERIES = 22
 START_S = 1000.0
@@ -68,7 +69,7 @@ def _body(requests: int, rng: np.random.Generator) -> tuple[str, list[list[tuple
 def raw_pages(path: Path, cpus: list[list[tuple]]) -> bytes:
     """The ring-buffer pages of a raw window of these events (without the file's first two lines)."""
     data = write_ftrace_raw(path, cpus).read_bytes()
-    return data[data.index(b"\n", len(MAGIC)) + 1:]
+    return data[data.index(b"\n", len(FTRACE_RAW_MAGIC)) + 1:]
 
 
 def synthesize(run: Path, requests: int, queries: int, raw: bool) -> int:
@@ -101,7 +102,7 @@ def synthesize(run: Path, requests: int, queries: int, raw: bool) -> int:
             path = run / "raw" / "traces" / f"{label}.ftrace-raw"
             start = raw_pages(scratch, [[("print", round((START_S - 0.001) * 1e9), f"tierlab start {label}")]])
             end = raw_pages(scratch, [[("print", round((last_s + 0.001) * 1e9), f"tierlab end {label}")]])
-            path.write_bytes(MAGIC + json.dumps(KERNEL_LAYOUT).encode() + b"\n" + start + pages + end)
+            path.write_bytes(FTRACE_RAW_MAGIC + json.dumps(KERNEL_LAYOUT).encode() + b"\n" + start + pages + end)
         else:
             path = run / "raw" / "traces" / f"{label}.ftrace"
             with open(path, "w") as out:

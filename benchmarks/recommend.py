@@ -27,7 +27,8 @@ import numpy as np
 from analyze_ftrace import START_S, raw_pages
 from peak_memory import run_measured
 
-from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, MAGIC
+from tierlab.traces.formats import FTRACE_RAW_MAGIC
+from tierlab.traces.ftrace_raw import KERNEL_LAYOUT
 
 PROJECT = Path(__file__).resolve().parents[1]
 TIERLAB = str(Path(sys.executable).with_name("tierlab"))
@@ -73,7 +74,7 @@ def synthesize(run: Path, count: int) -> tuple[float, int]:
     scratch = run.parent / "scratch.ftrace-raw"
     first_s, last_s = START_S - 0.001, float(complete.max()) + 0.001
     path = run / "raw" / "traces" / "q03_try1.ftrace-raw"
-    path.write_bytes(MAGIC + json.dumps(KERNEL_LAYOUT).encode() + b"\n"
+    path.write_bytes(FTRACE_RAW_MAGIC + json.dumps(KERNEL_LAYOUT).encode() + b"\n"
                      + raw_pages(scratch, [[("print", round(first_s * 1e9), "tierlab start q03_try1")]])
                      + raw_pages(scratch, cpus)
                      + raw_pages(scratch, [[("print", round(last_s * 1e9), "tierlab end q03_try1")]]))

@@ -109,7 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000_000, help="D+C pairs (default 10,000,000)")
     parser.add_argument("--cpus", type=int, default=2, help="per-CPU files (default 2)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each decoder, alternating (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each decoder, alternating (default 5)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory and say where it is")
     args = parser.parse_args()
     if shutil.which("blkparse") is None:

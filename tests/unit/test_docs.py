@@ -18,7 +18,7 @@ NOT_IN_THE_REPOSITORY = {
     "playbooks/inventory/real.yml": "the user's own copy of playbooks/inventory/real.example.yml",
 }
 # what the emulator's Makefile builds
-BUILT = {"emulator/tierlab-emu", "emulator/libtierlab-model.so"}
+BUILT = {"emulator/tierlab-emu", "emulator/libtierlab-model.so", "emulator/libtierlab-trace.so"}
 # a run's or a study's directory under results/, which tierlab writes: its id begins with the time it started, or
 # make findings' studies under results/findings/ and results/findings-quick/
 OUTPUT = re.compile(r"results/(?:\d{8}T\d{6}Z_|findings/|findings-quick/|findings$|findings-quick$)")

@@ -8,7 +8,6 @@ from tierlab.metrics.patterns import (
     Pieces,
     Streams,
     access_summary,
-    category,
     contention,
     page_counts,
     page_order,
@@ -16,6 +15,7 @@ from tierlab.metrics.patterns import (
     sequential_flags,
     size_histogram,
 )
+from tierlab.metrics.summary import category
 
 PAGE = 16384
 PAGE_SECTORS = PAGE // 512

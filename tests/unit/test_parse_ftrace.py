@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from tierlab.errors import TraceFormatError
-from tierlab.traces.frame import CATEGORICAL_COLUMNS, classify, concat_requests
+from tierlab.traces.blk import classify
+from tierlab.traces.frame import CATEGORICAL_COLUMNS, concat_requests
 from tierlab.traces.ftrace import parse_ftrace
 
 HEADER = """# tracer: nop

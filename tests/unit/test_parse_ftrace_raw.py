@@ -4,8 +4,9 @@ import pytest
 from test_parse_ftrace import HEADER, complete, issue, marker
 
 from tierlab.errors import TraceFormatError
+from tierlab.traces.formats import FTRACE_RAW_MAGIC
 from tierlab.traces.ftrace import parse_ftrace
-from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, MAGIC, parse_ftrace_raw, write_ftrace_raw
+from tierlab.traces.ftrace_raw import KERNEL_LAYOUT, parse_ftrace_raw, write_ftrace_raw
 
 
 def ns(seconds: float) -> int:
@@ -66,7 +67,7 @@ def test_a_damaged_page_is_refused_with_its_file_and_counted_when_tolerated(tmp_
     events = [("issue", ns(1 + n / 1000), 1, "7:1", 8 * n, 8, "R", "mariadbd") for n in range(200)]
     path = write_ftrace_raw(tmp_path / "w.ftrace-raw", [events])
     data = bytearray(path.read_bytes())
-    start = data.index(b"\n", len(MAGIC)) + 1
+    start = data.index(b"\n", len(FTRACE_RAW_MAGIC)) + 1
     data[start + 8:start + 16] = (5000).to_bytes(8, "little")      # the first page says it holds 5000 bytes
     path.write_bytes(data)
     with pytest.raises(TraceFormatError) as err:

@@ -4,8 +4,8 @@ import pytest
 
 from tierlab.cli import main
 from tierlab.traces.blktrace import write_blktrace
+from tierlab.traces.formats import detect_format
 from tierlab.traces.ftrace_raw import write_ftrace_raw
-from tierlab.traces.stats import detect_format
 
 FTRACE = """# tracer: nop
 #

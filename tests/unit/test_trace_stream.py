@@ -8,7 +8,8 @@ from tierlab.metrics.patterns import Pieces, access_summary, sequential_flags
 from tierlab.traces import matcher
 from tierlab.traces.blk import blk_action, dev_t, record_dtype
 from tierlab.traces.blktrace import parse_blktrace_binary, write_blktrace
-from tierlab.traces.stats import StatsSink, trace_stats
+from tierlab.traces.frame_stats import StatsSink
+from tierlab.traces.stats import trace_stats
 
 PAGE = 16384
 T0 = 5_000_000_000_000

@@ -14,15 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.analysis import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
+from .summary import TALLIED, access_figures
 
 SECTOR_BYTES = 512
-LATENCY_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999}
-CATEGORIES = {
-    (True, True): "1 random repeated",
-    (True, False): "2 random",
-    (False, False): "3 sequential",
-    (False, True): "4 sequential repeated",
-}
 # the chunk of the device that crowded accesses meet in (the contract's rule, Wu et al.)
 CHUNK_SECTORS = 8
 SIZE_BUCKETS_BYTES = [512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
@@ -445,25 +439,6 @@ def latency_histogram(latency_us: np.ndarray) -> np.ndarray:
     return np.bincount(bucket, minlength=len(LATENCY_EDGES_US))
 
 
-def latency_percentiles(latency_us: np.ndarray) -> dict[str, float]:
-    """The percentiles of the latencies of completed requests (no NaN); the array is reordered in place."""
-    if not len(latency_us):
-        return {f"latency_{k}_us": float("nan") for k in LATENCY_QUANTILES}
-    found = np.quantile(latency_us, list(LATENCY_QUANTILES.values()), overwrite_input=True)
-    return {f"latency_{k}_us": float(v) for k, v in zip(LATENCY_QUANTILES, found, strict=True)}
-
-
-def category(random_pct: float, repeat_rate: float,
-             random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD) -> str:
-    if np.isnan(random_pct):
-        return "no reads"
-    return CATEGORIES[(random_pct > random_threshold, repeat_rate > repeat_threshold)]
-
-
-TALLIED = ("pages", "read_pages", "sequential_pages", "requests", "read_requests", "write_requests", "read_bytes",
-           "write_bytes", "tiny", "misaligned")
-
-
 @numba.njit(cache=True, nogil=True)
 def _tally(first_page, last_page, read, write, sequential, head, size_sectors, misaligned):
     """AccessTotals' counts of pieces, in the order of TALLIED: pages of every piece; requests, their bytes,
@@ -496,8 +471,7 @@ class AccessTotals:
     request's whole size."""
 
     def __init__(self):
-        self.counts = dict.fromkeys(("requests", "read_requests", "write_requests", "read_bytes", "write_bytes",
-                                     "pages", "read_pages", "sequential_pages", "tiny", "misaligned"), 0)
+        self.counts = dict.fromkeys(TALLIED, 0)
         # reads and writes apart: the read pages are a metric of their own, and all pages their union
         self.read_pages, self.write_pages = PageUnion(), PageUnion()
         self.flight = InFlight()
@@ -517,30 +491,8 @@ class AccessTotals:
         self.latencies.append(latency[~np.isnan(latency)])
 
     def summary(self, random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD) -> dict:
-        counts = self.counts
-        pages, read_pages = counts["pages"], counts["read_pages"]
-        distinct, read_distinct = union_pages(self.read_pages, self.write_pages), self.read_pages.distinct()
-        sequential_pct = 100.0 * counts["sequential_pages"] / read_pages if read_pages else float("nan")
-        random_pct = 100.0 - sequential_pct if read_pages else float("nan")
-        repeat_rate = pages / distinct if distinct else float("nan")
-        requests = counts["requests"]
-        return {
-            **{key: counts[key] for key in ("requests", "read_requests", "write_requests", "read_bytes", "write_bytes")},
-            "pages": pages,
-            "distinct_pages": distinct,
-            "read_pages": read_pages,
-            "distinct_read_pages": read_distinct,
-            "sequential_pct": sequential_pct,
-            "random_pct": random_pct,
-            "repeat_access_rate": repeat_rate,
-            "read_repeat_access_rate": read_pages / read_distinct if read_distinct else float("nan"),
-            "category": category(random_pct, repeat_rate, random_threshold, repeat_threshold),
-            "tiny_pct": 100.0 * counts["tiny"] / requests if requests else float("nan"),
-            "misaligned_pct": 100.0 * counts["misaligned"] / requests if requests else float("nan"),
-            **self.flight.summary(),
-            **latency_percentiles(self._latencies()),
-        }
-
+        return access_figures(self.counts, union_pages(self.read_pages, self.write_pages), self.read_pages.distinct(),
+                              self.flight.summary(), self._latencies(), random_threshold, repeat_threshold)
 
     def _latencies(self) -> np.ndarray:
         """Every chunk's latencies in one array, which then replaces the chunks' (one copy held, not two)."""

@@ -9,7 +9,6 @@ import hashlib
 import re
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import yaml
 
 from ..catalog.engines import ENGINES
@@ -193,7 +192,10 @@ def _dump_bytes(path: Path, tables: list[str]) -> dict[str, int]:
 
 def _csv_bytes(path: Path) -> int:
     """A data file's bytes as CSV: a CSV file's own; a Parquet file's rows uncompressed, as its footer counts them
-    (read without its data), near what they take as text."""
+    (read without its data), near what they take as text. pyarrow is imported here, not with the module: every
+    run's manifest command reads the workload directory's settings without it."""
+    import pyarrow.parquet as pq
+
     if path.suffix == ".csv":
         return path.stat().st_size
     try:

@@ -20,14 +20,16 @@ time (BLK_TN_TIMESTAMP) or a kernel message (BLK_TN_MESSAGE). RWBS is built from
 blkparse does: R or N depends on the byte count, not on BLK_TC_READ, so a zero-length read is "N".
 """
 
+import glob
+import os
 import re
 import struct
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
-from .frame import classify
-from .open_dispatches import COUNTS as MATCH_COUNTS
+from ..errors import TraceFormatError
 
 BLK_IO_TRACE_MAGIC = 0x65617400
 BLK_IO_TRACE_VERSION = 0x07
@@ -70,6 +72,12 @@ FIELDS = (("magic", "u4", 0), ("sequence", "u4", 4), ("time", "u8", 8), ("sector
            ("action", "u4", 28), ("pid", "u4", 32), ("device", "u4", 36), ("cpu", "u4", 40), ("error", "u2", 44),
            ("pdu_len", "u2", 46))
 DATA, FLUSH, DISCARD, OTHER = 0, 1, 2, 3
+# what the matcher counts of the dispatches and completions that make no row, by position in its counts array
+MATCH_COUNTS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "time_jumps",
+                "completion_without_dispatch")
+# every count of the matcher, as its results list them
+COUNT_KEYS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "time_jumps",
+              "dispatch_without_completion", "completion_without_dispatch")
 
 
 @cache
@@ -105,6 +113,23 @@ def rwbs_string(categories: int, nbytes: int) -> str:
         if categories & bit:
             rwbs += letter
     return rwbs
+
+
+def classify(rwbs: str) -> str:
+    """R, W, F (bare flush), D (discard) or N (anything else) from an RWBS string.
+
+    A write carrying data with flush/FUA flags (WFS, FWFS) is a write; a bare
+    flush (FN) is a flush.
+    """
+    if "D" in rwbs:
+        return "D"
+    if "R" in rwbs:
+        return "R"
+    if "W" in rwbs:
+        return "W"
+    if "F" in rwbs:
+        return "F"
+    return "N"
 
 
 def _kind(op: str, passthrough: bool) -> int:
@@ -167,6 +192,38 @@ IS_DATA = _KINDS == DATA
 # by RWBS code, what a dispatch of it that is no data row counts as (one of a data kind: zero length)
 _COUNT_OF_KIND = {DATA: "zero_length", FLUSH: "flush", DISCARD: "discard", OTHER: "other_op"}
 COUNTED_AS = np.array([MATCH_COUNTS.index(_COUNT_OF_KIND[kind]) for kind in _KINDS.tolist()])
+
+
+def blktrace_files(paths) -> tuple[list[Path], int]:
+    """The files of paths (a prefix stands for its per-CPU files), and how many CPU numbers the per-CPU files skip."""
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    files: list[Path] = []
+    missing = 0
+    for item in paths:
+        path = Path(item)
+        if path.is_file():
+            files.append(path)
+            continue
+        per_cpu = sorted(((int(p.name.rsplit(".", 1)[1]), p) for p in path.parent.glob(f"{glob.escape(path.name)}.blktrace.*")
+                          if p.name.rsplit(".", 1)[1].isdigit()), key=lambda pair: pair[0])
+        if not per_cpu:
+            raise FileNotFoundError(f"{path}: no such file, and no per-CPU files {path}.blktrace.N")
+        # blktrace writes a file for every online CPU: a gap is an offline CPU, or a file lost
+        missing += per_cpu[-1][0] + 1 - len(per_cpu)
+        files.extend(p for _, p in per_cpu)
+    seen: set[Path] = set()
+    for path in files:
+        if path.resolve() in seen:
+            raise TraceFormatError(f"{path} would be read twice: give each per-CPU file once, or their prefix alone")
+        seen.add(path.resolve())
+    return files, missing
+
+
+def corrupt_record(path, offset: int, problem: str) -> TraceFormatError:
+    """The error of a binary file that cannot be decoded past offset."""
+    return TraceFormatError(f"{path}: at byte offset {offset}: {problem}; "
+                            "pass --tolerate-errors to keep the records before it (the problem is counted)")
 
 
 class Notes:

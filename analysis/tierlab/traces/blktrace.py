@@ -22,7 +22,6 @@ frame's own size (some 50 bytes per request) plus a few MB; with a sink (see Mat
 and a chunk of final ones.
 """
 
-import glob
 import mmap
 import os
 import struct
@@ -31,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TraceFormatError
 from .blk import (
     BLK_IO_TRACE_MAGIC,
     BLK_IO_TRACE_VERSION,
@@ -45,6 +43,8 @@ from .blk import (
     NOTIFY_BIT,
     Notes,
     blk_action,
+    blktrace_files,
+    corrupt_record,
     dev_t,
     record_dtype,
 )
@@ -55,32 +55,6 @@ from .prefetch import prefetched
 CHUNK_BYTES = 2 << 20
 _MIN_RUN = 16        # records of one size in a row before they are decoded as one strided view
 _MAX_WALK = 4096     # records walked one by one (irregular payload sizes) before trying a run again
-
-
-def _expand(paths) -> tuple[list[Path], int]:
-    """The files of paths (a prefix stands for its per-CPU files), and how many CPU numbers the per-CPU files skip."""
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    files: list[Path] = []
-    missing = 0
-    for item in paths:
-        path = Path(item)
-        if path.is_file():
-            files.append(path)
-            continue
-        per_cpu = sorted(((int(p.name.rsplit(".", 1)[1]), p) for p in path.parent.glob(f"{glob.escape(path.name)}.blktrace.*")
-                          if p.name.rsplit(".", 1)[1].isdigit()), key=lambda pair: pair[0])
-        if not per_cpu:
-            raise FileNotFoundError(f"{path}: no such file, and no per-CPU files {path}.blktrace.N")
-        # blktrace writes a file for every online CPU: a gap is an offline CPU, or a file lost
-        missing += per_cpu[-1][0] + 1 - len(per_cpu)
-        files.extend(p for _, p in per_cpu)
-    seen: set[Path] = set()
-    for path in files:
-        if path.resolve() in seen:
-            raise TraceFormatError(f"{path} would be read twice: give each per-CPU file once, or their prefix alone")
-        seen.add(path.resolve())
-    return files, missing
 
 
 _EVENT_FIELDS = ("time", "sector", "bytes", "action", "pid", "device")
@@ -159,9 +133,7 @@ class _Reader:
 
     def fail(self, offset: int, problem: str):
         if not self.tolerate:
-            raise TraceFormatError(
-                f"{self.path}: at byte offset {offset}: {problem}; "
-                "pass --tolerate-errors to keep the records before it (the problem is counted)")
+            raise corrupt_record(self.path, offset, problem)
         self.counts["bad_records"] += 1
         self.counts["bad_bytes"] += self.size - offset
         self.eof = True
@@ -369,7 +341,7 @@ def parse_blktrace_binary(paths, tolerate_errors: bool = False, *, chunk_bytes: 
     chunk_bytes: how much of each file is read and decoded at a time (memory against speed).
     sink: where the requests go as they are final (see Matcher), instead of the result's frame.
     """
-    files, missing_cpu_files = _expand(paths)
+    files, missing_cpu_files = blktrace_files(paths)
     counts = {"bad_records": 0, "bad_bytes": 0, "missing_cpu_files": missing_cpu_files}
     notes = Notes()
     readers = [_Reader(path, notes, counts, tolerate_errors, chunk_bytes) for path in files]

@@ -1,10 +1,14 @@
 """The request frame every trace parser gives: one row per dispatched data request, matched with its
-completion; what the parsers count beside it; and the bounds of a physically possible request."""
+completion; what the parsers count beside it; and the bounds of a physically possible request. pandas is
+imported where frames are made: the compiled trace-stats pass (traces/native.py) reads the bounds without it."""
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REQUEST_COLUMNS = ["ts_s", "device", "op", "rwbs", "sector", "size_sectors", "latency_us", "pid", "process"]
 # the text columns are categoricals (few distinct values): their categories are the values that occur, sorted
@@ -27,26 +31,9 @@ LARGEST_SECTOR = (1 << 64) - 1
 MAX_LATENCY_US = 300e6
 
 
-def classify(rwbs: str) -> str:
-    """R, W, F (bare flush), D (discard) or N (anything else) from an RWBS string.
-
-    A write carrying data with flush/FUA flags (WFS, FWFS) is a write; a bare
-    flush (FN) is a flush.
-    """
-    if "D" in rwbs:
-        return "D"
-    if "R" in rwbs:
-        return "R"
-    if "W" in rwbs:
-        return "W"
-    if "F" in rwbs:
-        return "F"
-    return "N"
-
-
 @dataclass
 class BlockTrace:
-    requests: pd.DataFrame
+    requests: "pd.DataFrame"
     markers: list[tuple[float, str]]
     counts: dict = field(default_factory=dict)
 
@@ -59,10 +46,12 @@ def event_extent(sector: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.n
     return sector, (np.minimum(size, MAX_SIZE_SECTORS) * 512).astype(np.uint32)
 
 
-def concat_requests(frames: list[pd.DataFrame]) -> pd.DataFrame:
+def concat_requests(frames: list["pd.DataFrame"]) -> "pd.DataFrame":
     """pd.concat of request frames (further columns allowed), ignoring their indexes; categorical
     columns stay categorical, over the union of the frames' categories (pd.concat alone falls back
     to object where the categories differ)."""
+    import pandas as pd
+
     frames = list(frames)
     for column in CATEGORICAL_COLUMNS:
         if all(isinstance(frame[column].dtype, pd.CategoricalDtype) for frame in frames):

@@ -31,11 +31,11 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from .blk import BLK_TA_COMPLETE, BLK_TA_ISSUE, BLK_TC_SHIFT, Notes
+from .formats import FTRACE_RAW_MAGIC
 from .frame import BlockTrace, event_extent
 from .ftrace import categories
 from .matcher import Matcher, process_notes, request_frame
 
-MAGIC = b"tierlab ftrace-raw 1\n"
 COMMIT_BYTES_MASK = (1 << 27) - 1
 MISSED_EVENTS = 1 << 31
 MISSED_STORED = 1 << 30
@@ -56,8 +56,8 @@ def read_layout(path: Path) -> tuple[dict, int]:
     with open(path, "rb") as f:
         magic = f.readline()
         header = f.readline()
-    if magic != MAGIC:
-        raise TraceFormatError(f"{path}: not a raw ftrace window (it does not begin with {MAGIC.strip().decode()!r})")
+    if magic != FTRACE_RAW_MAGIC:
+        raise TraceFormatError(f"{path}: not a raw ftrace window (it does not begin with {FTRACE_RAW_MAGIC.strip().decode()!r})")
     try:
         layout = json.loads(header)
         page_bytes = int(layout["page_bytes"])
@@ -295,7 +295,7 @@ def write_ftrace_raw(path: str | Path, cpus: list[list[tuple]], layout: dict = K
     path = Path(path)
     page_bytes = layout["page_bytes"]
     with open(path, "wb") as out:
-        out.write(MAGIC + json.dumps(layout).encode() + b"\n")
+        out.write(FTRACE_RAW_MAGIC + json.dumps(layout).encode() + b"\n")
         for cpu, events in enumerate(cpus):
             pages, body, page_time, last = [], bytearray(), None, None
             for event in events:

@@ -18,8 +18,10 @@ from .blk import (
     BLK_TA_ISSUE,
     BLK_TC_SHIFT,
     CODE_MASK,
+    COUNT_KEYS,
     COUNTED_AS,
     IS_DATA,
+    MATCH_COUNTS,
     OPS,
     RWBS,
     RWBS_NO_BYTES,
@@ -28,11 +30,8 @@ from .blk import (
     device_name,
 )
 from .frame import MAX_LATENCY_US, REQUEST_COLUMNS, REQUEST_DTYPES
-from .open_dispatches import COUNTS as MATCH_COUNTS
 from .open_dispatches import OpenDispatches
 
-COUNT_KEYS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "time_jumps",
-              "dispatch_without_completion", "completion_without_dispatch")
 # with a sink, the final rows handed over at a time
 SINK_ROWS = 1 << 18
 

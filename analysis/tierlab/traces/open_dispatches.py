@@ -15,16 +15,14 @@ and in the usual case (tens open) they stay small enough for the processor's cac
 import numba
 import numpy as np
 
+from .blk import MATCH_COUNTS
 from .frame import MAX_END_SECTOR, MAX_LATENCY_US, MAX_REQUEST_SECTORS
 
 EMPTY = -1          # a slot without a key (s_dev) / the end of a list (e_next)
 FREE = -2           # e_row of an entry in the free list
 NO_ROW = -1         # e_row of a dispatch that is not a data row (a flush, a discard, beyond the device...)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-# the counts the pass keeps, by position in its counts array
-COUNTS = ("flush", "discard", "other_op", "zero_length", "beyond_bounds", "time_jumps",
-          "completion_without_dispatch")
-_BEYOND, _JUMPS, _UNMATCHED = (COUNTS.index(name) for name in ("beyond_bounds", "time_jumps",
+_BEYOND, _JUMPS, _UNMATCHED = (MATCH_COUNTS.index(name) for name in ("beyond_bounds", "time_jumps",
                                                                 "completion_without_dispatch"))
 
 
@@ -149,7 +147,7 @@ def match_batch(time, nbytes, action, sector, pid, dev, dispatch_code, code_mask
     columns, up to the batch's end or a dispatch without room (see OpenDispatches._grow).
 
     The events' RWBS codes are looked up by their category bits (rwbs_with_bytes, rwbs_no_bytes); per
-    code, is_data says whether a dispatch of it is a data request, and counted_as the position in COUNTS
+    code, is_data says whether a dispatch of it is a data request, and counted_as the position in MATCH_COUNTS
     of what one that is no data row counts as. The columns hold the rows from `base` on; the data
     dispatches become rows first_row,
     first_row + 1, ... (written at row - base, latency NaN until closed). state: [keys, free, live],
