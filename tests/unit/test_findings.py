@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from tierlab.report.findings import write_findings_page
-from tierlab.studies.findings import answers, engine_contrasts, study_findings, ties
+from tierlab.studies.findings import answers, engine_contrasts, setup_line, study_findings, ties
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -97,3 +97,17 @@ def test_a_predicted_layout_ties_the_fastest_when_its_quickest_run_is_no_slower_
                          "measured_fastest": ["C+O"] * 3})
     assert ties(rows, ranges, []) == 2
     assert ties(rows, ranges.assign(runs=[3, 1, 3]), []) is None
+
+
+def test_the_setup_says_which_points_ran_more_at_once_than_the_host_has_cpus():
+    study = {"name": "e5-subqueries", "workload": "ssb", "variables": {"parallel_workers": "0"},
+             "matrix": {"subqueries": ["1", "2", "4", "16"]}, "repetitions": 1}
+    runs = pd.DataFrame({"point": [1, 2, 3, 4], "repetition": 1, "status": "ok", "run_id": ["r1", "r2", "r4", "r16"],
+                         "subqueries": ["1", "2", "4", "16"], "engine": "postgresql", "engine_version": "15.14",
+                         "buffer_pool": "5%", "buffer_pool_bytes": 80 << 20, "data_bytes": 1600 << 20,
+                         "fidelity": "faithful", "dilation": 4.6, "scale_factor": "1", "host": "localhost", "cpus": 2,
+                         "memory_bytes": 24 << 30, "kernel": "6.18"})
+    tables = {"study": {"study_id": "s", "study": study, "started_at": "then", "ended_at": "now", "points": 4, "ok": 4,
+                        "unanswered": []}, "runs": runs}
+    assert ("host localhost: 2 CPUs, 24 GiB, kernel 6.18; subqueries 4, 16: more at once than the host's 2 CPUs, so "
+            "those points measure CPU contention as well as the devices; 1 repetition(s)") in setup_line(tables)

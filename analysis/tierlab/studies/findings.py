@@ -40,6 +40,8 @@ FLOAT_FORMAT = "%.6g"
 MATTERS_X = 1.5
 # a fitted profile's parameter further than this from the emulated model's is named
 FIT_TOLERANCE = 0.25
+# the study variables that set how much runs at once: above the host's CPUs they share them
+CONCURRENCY_VARIABLES = ("subqueries", "parallel_workers", "threads")
 
 
 def _by(frame: pd.DataFrame, columns: list[str]):
@@ -439,7 +441,7 @@ def _megabytes(values: pd.Series) -> str:
 
 def setup_line(tables: dict) -> str:
     """What the study's runs had: workload and scale factor, engines with their versions, buffer pool, tiers'
-    dilation and fidelity, host, repetitions, points ok, when."""
+    dilation and fidelity, host (and what ran more at once than its CPUs), repetitions, points ok, when."""
     summary, study = tables["study"], tables["study"]["study"]
     runs = tables["runs"][tables["runs"]["run_id"].notna() & tables["runs"]["engine"].notna()] \
         if "engine" in tables["runs"] else tables["runs"].iloc[0:0]
@@ -451,12 +453,18 @@ def setup_line(tables: dict) -> str:
     fidelity = ", ".join(f"{verdict} in {count}" for verdict, count in runs["fidelity"].value_counts().items())
     dilations = sorted(set(runs["dilation"].dropna()))
     host = runs.iloc[0]
+    crowded = [f"{name} {', '.join(map(str, above))}" for name in CONCURRENCY_VARIABLES
+               if (above := [value for value in study["matrix"].get(name, [study["variables"].get(name, 0)])
+                             if int(value) > host["cpus"]])]
     return (f"{study['workload']} at scale factor {' / '.join(sorted(set(runs['scale_factor'].astype(str))))}; "
             f"{engines}; buffer pool {' / '.join(buffer_pools)} ({_megabytes(runs['buffer_pool_bytes'])}), data "
             f"{_megabytes(runs['data_bytes'])}; tiers dilated "
             f"{' / '.join(f'{d:g}' for d in dilations) or 'not at all'}x, fidelity {fidelity or 'not checked'}; "
             f"host {host['host']}: {host['cpus']:.0f} CPUs, {host['memory_bytes'] / 2**30:.0f} GiB, kernel "
-            f"{host['kernel']}; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
+            f"{host['kernel']}"
+            + (f"; {' and '.join(crowded)}: more at once than the host's {host['cpus']:.0f} CPUs, so those points "
+               "measure CPU contention as well as the devices" if crowded else "")
+            + f"; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
             f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'})")
 
 
