@@ -1,12 +1,14 @@
 """The findings page: its sentences from a study's figures, and the committed page written again, the same, from
 the committed tables under docs/findings/."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
 from tierlab.report.findings import write_findings_page
-from tierlab.studies.findings import answers, engine_contrasts, setup_line, study_findings, ties
+from tierlab.studies.findings import answers, engine_contrasts, gather, setup_line, study_findings, ties
+from tierlab.studies.study import SCHEMA_VERSION
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -111,3 +113,14 @@ def test_the_setup_says_which_points_ran_more_at_once_than_the_host_has_cpus():
                         "unanswered": []}, "runs": runs}
     assert ("host localhost: 2 CPUs, 24 GiB, kernel 6.18; subqueries 4, 16: more at once than the host's 2 CPUs, so "
             "those points measure CPU contention as well as the devices; 1 repetition(s)") in setup_line(tables)
+
+
+def test_a_study_stopped_half_way_counts_its_points_against_the_whole_matrix(tmp_path):
+    study = {"name": "e1-tpch-engines", "workload": "tpch", "variables": {"scale_factor": "1"},
+             "matrix": {"engine": ["postgresql", "mariadb", "mysql"], "layout": ["None", "ALL"]}, "repetitions": 1}
+    point = {"point": 1, "repetition": 1, "status": "failed", "run_id": None,
+             "variables": {"scale_factor": "1", "engine": "postgresql", "layout": "None"}}
+    (tmp_path / "study.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "study_id": "s", "study": study,
+                                                      "started_at": "then", "ended_at": None, "points": [point]}))
+    summary = gather(tmp_path)["study"]
+    assert (summary["points"], summary["ok"]) == (6, 0)

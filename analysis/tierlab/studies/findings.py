@@ -33,7 +33,7 @@ from ..runs.devices import read_suite
 from ..runs.results import per_query, read_manifest, read_tables
 from ..runs.settings import buffer_pool_bytes, human_bytes
 from .advise import SETTINGS, advise_study, statements
-from .study import read_study_record
+from .study import points, read_study_record
 
 FLOAT_FORMAT = "%.6g"
 # a rule whose breaking costs a device more than this many times its keeping is worth keeping there
@@ -150,7 +150,7 @@ def gather(study_dir: Path) -> dict:
     ok = [point for point in record["points"] if point["status"] == "ok"]
     unanswered: list[str] = []
     tables = {"study": {"study_id": record["study_id"], "study": study, "started_at": record.get("started_at"),
-                        "ended_at": record.get("ended_at"), "points": len(record["points"]), "ok": len(ok),
+                        "ended_at": record.get("ended_at"), "points": len(points(study)), "ok": len(ok),
                         "unanswered": unanswered},
               "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]],
                                    columns=None if record["points"] else ["point", "repetition", "status", "run_id",
