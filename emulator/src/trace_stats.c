@@ -219,7 +219,7 @@ static int add_row(struct pass *p, const struct reader *r, uint64_t sectors, int
 	if (code < 0)
 		return TRACE_STATS_UNSUPPORTED;
 	if (p->rows == p->row_room)
-		return fail(p, "more data requests than the files' records");
+		return fail(p, "more data requests than the files' records"), TRACE_STATS_SYSTEM;
 	range = p->ranges + p->rows;
 	range->first = first;
 	range->pages = (uint32_t)(last - first + 1);
