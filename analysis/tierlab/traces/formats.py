@@ -5,8 +5,8 @@ from pathlib import Path
 
 from ..catalog.analysis import FORMATS
 from ..errors import TraceFormatError
+from .blk import BLK_IO_TRACE_MAGIC
 
-BLKTRACE_MAGIC = 0x65617400
 # the first line of a raw ftrace window as tierlab's tracer writes it (traces/ftrace_raw.py)
 FTRACE_RAW_MAGIC = b"tierlab ftrace-raw 1\n"
 # a blkparse event line starts with the device: "  7,1    0        1     0.000000000 ..."
@@ -27,7 +27,7 @@ def detect_format(path: str) -> str:
         head = f.read(4096)
     if head.startswith(FTRACE_RAW_MAGIC):
         return "ftrace-raw"
-    if len(head) >= 4 and any(int.from_bytes(head[:4], order) & 0xFFFFFF00 == BLKTRACE_MAGIC for order in ("little", "big")):
+    if len(head) >= 4 and any(int.from_bytes(head[:4], order) & 0xFFFFFF00 == BLK_IO_TRACE_MAGIC for order in ("little", "big")):
         return "binary"
     text = head.decode("utf-8", errors="replace")
     if "# tracer" in text or "block_rq_" in text or "tracing_mark_write" in text:
