@@ -2,9 +2,9 @@
 facts and no verdict. The controller (tierlab.runs.doctor) decides what a run's settings need, asks for the paths,
 tools, packages and URLs they depend on, and judges what is missing.
 
-Most facts are file reads, made at every probe since they change: the user, device nodes, tools, cgroup
-controllers, tracefs and debugfs, the kernel's lockdown, memory, the free space of the tierlab root's file system,
-and what the root's tier images and data cache hold already. Two cost more, and are kept in the root's state
+Most facts are file reads, made at every probe since they change: the user, the distribution, device nodes,
+tools, cgroup controllers, tracefs and debugfs, the kernel's lockdown, memory, the free space of the tierlab root's
+file system, and what the root's tier images and data cache hold already. Two cost more, and are kept in the root's state
 directory (probe.json), so that a probe of a host probed before takes milliseconds:
 
   packages  `apt-cache policy` of the packages asked (over half a second): kept until the host's package lists
@@ -18,6 +18,7 @@ written.
 
 import json
 import os
+import platform
 import shutil
 import time
 import urllib.error
@@ -30,6 +31,7 @@ from .system import HostError, run
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 MEMINFO = Path("/proc/meminfo")
+OS_RELEASE = Path("/etc/os-release")
 FILESYSTEMS = Path("/proc/filesystems")
 APT_LISTS = Path("/var/lib/apt/lists")
 DPKG_STATUS = Path("/var/lib/dpkg/status")
@@ -52,6 +54,14 @@ def memory() -> dict:
     # "MemTotal:       24683888 kB"
     kib = {name: int(fields[name].split()[0]) << 10 for name in ("MemTotal", "MemAvailable")}
     return {"total_bytes": kib["MemTotal"], "available_bytes": kib["MemAvailable"]}
+
+
+def machine() -> dict:
+    """What a run records of the host it ran on: the distribution, as os-release names it, the kernel, the agent's
+    Python, the number of CPUs and the memory."""
+    fields = dict(line.split("=", 1) for line in OS_RELEASE.read_text().splitlines() if "=" in line)
+    return {"distribution": fields.get("PRETTY_NAME", "unknown").strip('"'), "kernel": os.uname().release,
+            "python": platform.python_version(), "cpus": os.cpu_count(), "memory_bytes": memory()["total_bytes"]}
 
 
 def disk(root: Path) -> dict:
@@ -177,7 +187,7 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
         "packages": {package: cache["packages"][package] for package in packages},
         "archives": {url: cache["archives"][url] for url in urls},
         "cgroups": cgroup_controllers(), "tracing": tracing(), "lockdown": trace.lockdown(),
-        "memory": memory(), "disk": disk(root), "images": images(root), "data": data(root),
+        "machine": machine(), "memory": memory(), "disk": disk(root), "images": images(root), "data": data(root),
         "cached": not unknown and not asked,
     }
 
