@@ -99,6 +99,8 @@ def test_a_file_out_of_time_order_is_left_to_the_request_frames(tmp_path):
               ("C", T0 + 9_000, DEV, 80, 4096, "R", 0), ("C", T0 + 9_500, DEV, 8, 4096, "R", 0)]
     path = write_blktrace(tmp_path / "q.blktrace.0", events)
     assert native.blktrace_stats([str(path)], False, PAGE) is None
-    stats = trace_stats([str(path)], "auto", False, PAGE)
+    said = []
+    stats = trace_stats([str(path)], "auto", False, PAGE, lambda *line: said.append(line))
+    assert said == [(1, 1, f"{path} (binary)")]
     assert (stats["requests"], stats["latency_us"]["p50"]) == (2, 6.25)
     assert stats["io_time_s"] == pytest.approx(8.5e-6, rel=1e-6)   # times near 5000 s, as doubles

@@ -39,6 +39,8 @@ def trace_stats(paths: list[str], fmt: str, tolerate_errors: bool, page_bytes: i
     if [kind for kind, _ in sources] == ["binary"] and native.available():
         if progress:
             progress(1, 1, f"{' '.join(sources[0][1])} (binary)")
+            # the one source is announced: a fall-back to the request frames reads it without saying so again
+            progress = None
         measured = native.blktrace_stats(sources[0][1], tolerate_errors, page_bytes)
     if measured is None:
         from .frame_stats import frame_stats
