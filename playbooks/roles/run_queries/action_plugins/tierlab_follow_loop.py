@@ -23,6 +23,10 @@ TRY_LINE = re.compile(r"^(?P<label>\S+) (?P<status>\S+) (?P<elapsed_s>\d+\.\d+)$
 FAILED = "failed: "
 DONE = "done"
 POLL_S = 1.0
+# after a line the log is read again FIRST_POLL_S later, then at twice the wait each time up to POLL_S: a tiny run's
+# tries end within a second of each other and its `done` just after the last, which a poll a second would see half
+# a second late, and the loop's job ends just after its `done`
+FIRST_POLL_S = 0.05
 # a loop quiet for this long is asked whether its job still runs: a module run on the host, so not every poll
 # (once every 10 s beside a long query, against four tasks per try before), yet a dead loop is told within 10 s
 JOB_CHECK_S = 10.0
@@ -57,9 +61,10 @@ class ActionModule(ActionBase):
     def _ended_soon(self, jid: str, task_vars: dict) -> dict | None:
         """The job's result (its record removed) once it has ended, within JOB_END_S: the loop says done, or
         failed, just before its process exits; None if it has not ended by then."""
-        waited = time.monotonic()
+        waited, wait = time.monotonic(), FIRST_POLL_S
         while (job := self._job_ended(jid, task_vars)) is None and time.monotonic() - waited < JOB_END_S:
-            time.sleep(POLL_S)
+            time.sleep(wait)
+            wait = min(POLL_S, 2 * wait)
         return job
 
     def _said(self, job: dict) -> str:
@@ -72,11 +77,12 @@ class ActionModule(ActionBase):
         try_timeout_s = float(self._task.args["try_timeout_s"])
         host = task_vars.get("inventory_hostname", "")
         started = last_end = last_line = last_check = time.monotonic()
-        seen, ended, job = 0, 0, None
+        seen, ended, job, wait = 0, 0, None, FIRST_POLL_S
         while True:
             lines = self._new_lines(path, seen)
             seen += len(lines)
             now = time.monotonic()
+            wait = FIRST_POLL_S if lines else min(POLL_S, 2 * wait)
             if lines:
                 last_line = now
             for line in lines:
@@ -115,4 +121,4 @@ class ActionModule(ActionBase):
                 job = self._job_ended(jid, task_vars)
                 if job is not None:
                     continue
-            time.sleep(POLL_S)
+            time.sleep(wait)
