@@ -29,7 +29,7 @@ def host() -> dict:
     """The probe of a Debian 12 host that has everything: root, cgroup v2 with both controllers, no lockdown, 16 GiB
     of memory and 100 GiB free; no MySQL package (Debian 12 has none), and no image or data made yet."""
     return {
-        "host": "db1", "kernel": "6.1.0-28-amd64", "boot_id": "b1", "uid": 0, "root": TIERLAB_ROOT,
+        "host": "db1", "boot_id": "b1", "uid": 0, "root": TIERLAB_ROOT,
         "paths": {"/dev/loop-control": True, "/dev/fuse": True, CHROOT_SERVER: False},
         "tools": {"losetup": "/usr/sbin/losetup", "fusermount3": "/usr/bin/fusermount3", "blktrace": "/usr/sbin/blktrace"},
         "packages": {"util-linux": INSTALLED, "fuse3": INSTALLED, "blktrace": INSTALLED, "mariadb-server": INSTALLED,
@@ -39,6 +39,8 @@ def host() -> dict:
                     "io": {"version": 2, "hierarchy": "/sys/fs/cgroup"}},
         "tracing": {"tracefs": "/sys/kernel/tracing", "debugfs": "/sys/kernel/debug", "filesystems": ["tracefs", "debugfs"]},
         "lockdown": {"level": "none", "source": "/sys/kernel/security/lockdown"},
+        "machine": {"distribution": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0-28-amd64", "python": "3.11.2",
+                    "cpus": 8, "memory_bytes": 16 * GIB},
         "memory": {"total_bytes": 16 * GIB, "available_bytes": 12 * GIB},
         "disk": {"path": "/var/lib", "free_bytes": 100 * GIB, "size_bytes": 200 * GIB},
         "images": {}, "data": {}, "cached": True,

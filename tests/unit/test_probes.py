@@ -100,9 +100,9 @@ def test_a_run_records_os_release_s_pretty_name_the_kernel_the_agent_s_python_th
     (tmp_path / "os-release").write_text('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
                                          'VERSION_ID="12"\n\nID=debian\n')
     (tmp_path / "meminfo").write_text("MemTotal:       24683888 kB\nMemAvailable:   23881464 kB\n")
-    assert probes.machine() == {"distribution": "Debian GNU/Linux 12 (bookworm)", "kernel": os.uname().release,
-                                "python": ".".join(map(str, sys.version_info[:3])), "cpus": os.cpu_count(),
-                                "memory_bytes": 24683888 * 1024}
+    assert probes.machine(probes.memory()["total_bytes"]) == {
+        "distribution": "Debian GNU/Linux 12 (bookworm)", "kernel": os.uname().release,
+        "python": ".".join(map(str, sys.version_info[:3])), "cpus": os.cpu_count(), "memory_bytes": 24683888 * 1024}
 
 
 def test_the_free_disk_of_a_root_not_made_yet_is_that_of_its_nearest_directory(tmp_path):
@@ -267,8 +267,8 @@ def test_the_real_probe_of_this_host_reads_and_writes_nothing(tmp_path, monkeypa
     """No package or URL asked: no subprocess, no network, no root needed."""
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "root" / "state")
     found = probes.probe(["/dev/loop-control"], ["sh"], [], [])
-    assert sorted(found) == ["archives", "boot_id", "cached", "cgroups", "data", "disk", "host", "images", "kernel",
-                             "lockdown", "machine", "memory", "packages", "paths", "root", "tools", "tracing", "uid"]
+    assert sorted(found) == ["archives", "boot_id", "cached", "cgroups", "data", "disk", "host", "images", "lockdown",
+                             "machine", "memory", "packages", "paths", "root", "tools", "tracing", "uid"]
     assert found["memory"]["available_bytes"] <= found["memory"]["total_bytes"]
     assert found["cgroups"]["mode"] in ("v1", "v2", "hybrid", "none")
     assert found["lockdown"]["level"] in (None, "none", "integrity", "confidentiality")

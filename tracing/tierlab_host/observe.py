@@ -27,7 +27,7 @@ from . import trace
 from .clients import STOP
 from .extents import map_files
 from .observed import observed
-from .probes import machine
+from .probes import machine, memory
 from .runner import _append, _done_tries, _progress, locked_loop, run_recorded
 from .system import SYS_DEV_BLOCK, device_model, device_name, device_of_path, mount_facts, whole_disk
 
@@ -146,7 +146,7 @@ def probe(spec: dict) -> dict:
     files = instance.object_files(facts)
     return {"changed": False, "access": access, "engine": facts, "tiers": tiers_of(files),
             "objects": len({f["object"] for f in files}), "files": len({f["path"] for f in files}),
-            "machine": machine()}
+            "machine": machine(memory()["total_bytes"])}
 
 
 def _map(instance, facts: dict, path: Path) -> dict:

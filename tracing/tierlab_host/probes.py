@@ -2,10 +2,11 @@
 facts and no verdict. The controller (tierlab.runs.doctor) decides what a run's settings need, asks for the paths,
 tools, packages and URLs they depend on, and judges what is missing.
 
-Most facts are file reads, made at every probe since they change: the user, the distribution, device nodes,
-tools, cgroup controllers, tracefs and debugfs, the kernel's lockdown, memory, the free space of the tierlab root's
-file system, and what the root's tier images and data cache hold already. Two cost more, and are kept in the root's state
-directory (probe.json), so that a probe of a host probed before takes milliseconds:
+Most facts are file reads, made at every probe since they change: the user, the machine (distribution, kernel,
+CPUs, memory), device nodes, tools, cgroup controllers, tracefs and debugfs, the kernel's lockdown, the free memory
+and the free space of the tierlab root's file system, and what the root's tier images and data cache hold already.
+Two cost more, and are kept in the root's state directory (probe.json), so that a probe of a host probed before
+takes milliseconds:
 
   packages  `apt-cache policy` of the packages asked (over half a second): kept until the host's package lists
             (/var/lib/apt/lists) or its installed packages (/var/lib/dpkg/status) change
@@ -56,12 +57,12 @@ def memory() -> dict:
     return {"total_bytes": kib["MemTotal"], "available_bytes": kib["MemAvailable"]}
 
 
-def machine() -> dict:
+def machine(memory_bytes: int) -> dict:
     """What a run records of the host it ran on: the distribution, as os-release names it, the kernel, the agent's
-    Python, the number of CPUs and the memory."""
+    Python, the number of CPUs and the memory (memory()'s total, which the caller has read)."""
     fields = dict(line.split("=", 1) for line in OS_RELEASE.read_text().splitlines() if "=" in line)
     return {"distribution": fields.get("PRETTY_NAME", "unknown").strip('"'), "kernel": os.uname().release,
-            "python": platform.python_version(), "cpus": os.cpu_count(), "memory_bytes": memory()["total_bytes"]}
+            "python": platform.python_version(), "cpus": os.cpu_count(), "memory_bytes": memory_bytes}
 
 
 def disk(root: Path) -> dict:
@@ -179,15 +180,17 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
         # apt's errors are not kept: the next probe asks again
         _write_cache({"boot_id": boot_id, "packages_key": packages_key, "archives": cache["archives"],
                       "packages": {name: answer for name, answer in cache["packages"].items() if "error" not in answer}})
+    found_memory = memory()
     return {
-        "host": os.uname().nodename, "kernel": os.uname().release, "boot_id": boot_id, "uid": os.geteuid(),
+        "host": os.uname().nodename, "boot_id": boot_id, "uid": os.geteuid(),
         "root": str(root),
         "paths": {path: os.path.exists(path) for path in paths},
         "tools": {tool: shutil.which(tool, path=TOOL_PATH) for tool in tools},
         "packages": {package: cache["packages"][package] for package in packages},
         "archives": {url: cache["archives"][url] for url in urls},
         "cgroups": cgroup_controllers(), "tracing": tracing(), "lockdown": trace.lockdown(),
-        "machine": machine(), "memory": memory(), "disk": disk(root), "images": images(root), "data": data(root),
+        "machine": machine(found_memory["total_bytes"]), "memory": found_memory,
+        "disk": disk(root), "images": images(root), "data": data(root),
         "cached": not unknown and not asked,
     }
 

@@ -407,7 +407,7 @@ def format_report(report: dict) -> str:
     trace = f"trace_backend={settings['trace_backend']}" if settings["trace"] else "trace=false"
     os_cache = settings["os_cache"]
     os_cache = "" if os_cache is None else f" os_cache={os_cache if os_cache == 'unbounded' else _share_text(os_cache)}"
-    lines = [f"this host ({probe['host']}, kernel {probe['kernel']}, tierlab root {probe['root']}), with the tiers of "
+    lines = [f"this host ({probe['host']}, kernel {probe['machine']['kernel']}, tierlab root {probe['root']}), with the tiers of "
              f"inventory host {report['inventory_host']}: {tiers}",
              f"engine={settings['engine']} workload={settings['workload']} scale={settings['scale']} "
              f"layout={settings['layout']} buffer_pool={_share_text(settings['buffer_pool'])}{os_cache} {trace}",

@@ -34,6 +34,11 @@ JOB_CHECK_S = 10.0
 JOB_END_S = 120.0
 
 
+def _longer(wait: float) -> float:
+    """The wait after a poll that found nothing new."""
+    return min(POLL_S, 2 * wait)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("path", "pending", "jid", "try_timeout_s"))
@@ -64,7 +69,7 @@ class ActionModule(ActionBase):
         waited, wait = time.monotonic(), FIRST_POLL_S
         while (job := self._job_ended(jid, task_vars)) is None and time.monotonic() - waited < JOB_END_S:
             time.sleep(wait)
-            wait = min(POLL_S, 2 * wait)
+            wait = _longer(wait)
         return job
 
     def _said(self, job: dict) -> str:
@@ -82,7 +87,7 @@ class ActionModule(ActionBase):
             lines = self._new_lines(path, seen)
             seen += len(lines)
             now = time.monotonic()
-            wait = FIRST_POLL_S if lines else min(POLL_S, 2 * wait)
+            wait = FIRST_POLL_S if lines else _longer(wait)
             if lines:
                 last_line = now
             for line in lines:
