@@ -55,6 +55,9 @@ teardown: setup
 # published: docs/findings/ and docs/findings.md (`tierlab findings`). FINDINGS names the studies to run.
 # findings-quick: a first look, the same studies smaller (TPC-H and SSB at SF 0.1, sysbench's tables of 100,000
 # rows for 20 s, one repetition), in results/findings-quick/ with its page there (docs/findings.md is kept)
+# FINDINGS_VARS: host variables for every study started (JSON, kept in its study.json for the chunks that resume
+# it), e.g. '{"tiers_dilation": 6}', so that chunks on tiers brought up again are compared
+FINDINGS_VARS ?= {}
 FINDINGS ?= e1-tpch-engines ssb-engines validate-q3 validate-q10 validate-q16 e3-cache e4-page-size e4-buffer-pool \
   e4-compression e4-threads e5-plans e5-plans-mysql e5-subqueries e5-workers e5-corun
 findings: FINDINGS_DIR := results/findings
@@ -71,7 +74,8 @@ findings findings-quick: setup
 	    if grep -q '^workload: sysbench' docs/studies/$$name.yml; then \
 	      smaller="--set table_size=100000 --set duration_s=20 --set warmup_s=5"; else smaller="--set scale_factor=0.1"; fi; \
 	    smaller="$$smaller --repetitions 1"; fi; \
-	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir $(FINDINGS_DIR)/$$name $$smaller || status=1; done; \
+	  $(BIN)/tierlab study docs/studies/$$name.yml --study-dir $(FINDINGS_DIR)/$$name $$smaller \
+	    --extra-vars '$(FINDINGS_VARS)' || status=1; done; \
 	suite=$$(ls -d $(FINDINGS_DIR)/e6/devices_*/raw 2>/dev/null | tail -1); \
 	$(BIN)/tierlab findings --out $(FINDINGS_OUT) $${suite%/raw} $$(for name in $(FINDINGS); do \
 	  test -f $(FINDINGS_DIR)/$$name/study.json && echo $(FINDINGS_DIR)/$$name; done) && exit $$status

@@ -358,7 +358,8 @@ def _study_commands(sub) -> None:
                         "first look); study.json records the study as it ran")
     p.add_argument("--repetitions", type=int, metavar="N", help="runs of each point, instead of the study file's")
     p.add_argument("--extra-vars", default="{}", metavar="JSON",
-                   help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root)")
+                   help="host variables for every run, as ansible-playbook -e takes them (e.g. tierlab_root, "
+                        "tiers_dilation); study.json keeps them for --resume")
     p.add_argument("-i", "--inventory", metavar="INVENTORY",
                    help="the hosts to run on (default: ansible.cfg's, this host); with several, the points are "
                         "spread over them, one at a time on each")

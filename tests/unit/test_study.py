@@ -127,6 +127,32 @@ def test_a_study_with_every_point_ok_says_nothing_of_its_stop_after(tmp_path):
     assert out.getvalue() == ""
 
 
+def test_a_resumed_study_runs_its_points_with_the_extra_vars_it_started_with(tmp_path, monkeypatch):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    run_study(study_spec, tmp_path / "s", {"tiers_dilation": 5}, out=io.StringIO(), stop_after=0.0)
+    # a playbook that fails before its run opens: the study stops after one point
+    playbook = tmp_path / "ansible-playbook"
+    playbook.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path / 'args'}\nexit 2\n")
+    playbook.chmod(0o755)
+    monkeypatch.setattr(study, "ANSIBLE_PLAYBOOK", playbook)
+    out = io.StringIO()
+    run_study(study_spec, tmp_path / "s", {}, out=out)
+    assert out.getvalue().splitlines()[:2] == ['every point with --extra-vars {"tiers_dilation": 5}',
+                                               "point 1 of 6: layout=None join_plan=optimizer"]
+    variables = json.loads((tmp_path / "args").read_text().splitlines()[-1])
+    assert (variables["tiers_dilation"], variables["layout"]) == (5, "None")
+
+
+def test_a_resume_with_other_extra_vars_is_refused(tmp_path):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    run_study(study_spec, tmp_path / "s", {"tiers_dilation": 5}, out=io.StringIO(), stop_after=0.0)
+    with pytest.raises(InputError) as err:
+        run_study(study_spec, tmp_path / "s", {"tiers_dilation": 6}, out=io.StringIO(), stop_after=0.0)
+    assert str(err.value) == (f'--extra-vars {{"tiers_dilation": 6}}: {tmp_path / "s"} was started with --extra-vars '
+                              '{"tiers_dilation": 5}, and its points run with the host variables it started with '
+                              "(another tiers_dilation would make its runs incomparable); give those, or none")
+
+
 @pytest.mark.parametrize("text", ["2", "h", "-1h", "0m", "31d", "inf h", "nanm", "1000h"])
 def test_a_stop_after_without_a_unit_or_out_of_bounds_is_refused(tmp_path, text):
     with pytest.raises(SystemExit) as exit:

@@ -230,11 +230,35 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
             "seconds": round(time.monotonic() - started, 1)}
 
 
+def _open_record(study: dict, study_dir: Path, extra: dict) -> dict:
+    """The study's record in study_dir: the one there, refused if it is another study's or was started with other
+    host variables (extra), else a new one."""
+    record_file = study_dir / "study.json"
+    if not record_file.exists():
+        return {"schema_version": SCHEMA_VERSION, "study_id": study_dir.name, "study": study, "extra_vars": extra,
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "points": []}
+    record = json.loads(record_file.read_text())
+    # the matrix's order too: it numbers the points
+    if record["study"] != study or list(record["study"]["matrix"]) != list(study["matrix"]):
+        raise InputError(f"{study_dir} holds another study (its study.json differs from the study file); "
+                         "resume it with the study file it was started with, or start a new study")
+    # a study.json written before studies kept their host variables takes those given now
+    started_with = record.setdefault("extra_vars", extra)
+    if extra and extra != started_with:
+        raise InputError(f"--extra-vars {json.dumps(extra)}: {study_dir} was started with "
+                         + (f"--extra-vars {json.dumps(started_with)}" if started_with else "none")
+                         + ", and its points run with the host variables it started with (another "
+                           "tiers_dilation would make its runs incomparable); give those, or none")
+    return record
+
+
 def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, inventory: Path | None = None,
               stop_after: float | None = None) -> dict:
     """Run every point of the study that has no ok run yet in study_dir on the inventory's hosts, a point at a
     time on each, recording each as it ends; an interrupt stops the study once the points that run have ended,
-    and so does stop_after seconds: no point starts after them, so a long study runs in chunks that resume."""
+    and so does stop_after seconds: no point starts after them, so a long study runs in chunks that resume.
+    extra: the host variables of every point (--extra-vars), kept in study.json, so that a resume runs its points
+    with those the study started with."""
     given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
     if given:
         raise InputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
@@ -247,16 +271,8 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     inventory = inventory.resolve() if inventory else None
     hosts = inventory_hosts(inventory)
     study_dir.mkdir(parents=True, exist_ok=True)
-    record_file = study_dir / "study.json"
-    if record_file.exists():
-        record = json.loads(record_file.read_text())
-        # the matrix's order too: it numbers the points
-        if record["study"] != study or list(record["study"]["matrix"]) != list(study["matrix"]):
-            raise InputError(f"{study_dir} holds another study (its study.json differs from the study file); "
-                                  "resume it with the study file it was started with, or start a new study")
-    else:
-        record = {"schema_version": SCHEMA_VERSION, "study_id": study_dir.name, "study": study,
-                  "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "points": []}
+    record = _open_record(study, study_dir, extra)
+    extra = record["extra_vars"]
     done = {p["point"]: p for p in record["points"]}
     todo = [p for p in points(study) if done.get(p["point"], {}).get("status") != "ok"]
     unended, total = len(todo), len(points(study))
@@ -267,6 +283,9 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
 
     def say(host: str, text: str) -> None:
         print((f"[{host}] " if len(hosts) > 1 else "") + text, file=out, flush=True)
+
+    if extra:
+        print(f"every point with --extra-vars {json.dumps(extra)}", file=out, flush=True)
 
     def take(host: str) -> tuple[dict | None, str | None]:
         """The next point for host, and the run of it to resume: a point's failed run is resumed on the host
