@@ -268,7 +268,8 @@ def test_the_real_probe_of_this_host_reads_and_writes_nothing(tmp_path, monkeypa
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "root" / "state")
     found = probes.probe(["/dev/loop-control"], ["sh"], [], [])
     assert sorted(found) == ["archives", "boot_id", "cached", "cgroups", "data", "disk", "host", "images", "lockdown",
-                             "machine", "memory", "packages", "paths", "root", "tools", "tracing", "uid"]
+                             "machine", "memory", "packages", "packages_found", "paths", "root", "tools", "tracing",
+                             "uid"]
     assert found["memory"]["available_bytes"] <= found["memory"]["total_bytes"]
     assert found["cgroups"]["mode"] in ("v1", "v2", "hybrid", "none")
     assert found["lockdown"]["level"] in (None, "none", "integrity", "confidentiality")

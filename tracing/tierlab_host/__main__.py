@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import chroot, device_suite, engine_commands, observe, probes, root_lock, runner, teardown, tiers, tiers_check
+from . import chroot, device_suite, engine_commands, observe, packages, probes, root_lock, runner, teardown, tiers, tiers_check
 from .system import HostError, no_room
 
 
@@ -50,6 +50,8 @@ def main() -> None:
                        ("package", "a Debian package whose installed and candidate versions to report"),
                        ("url", "a URL to ask with an HTTP HEAD")):
         probe.add_argument(f"--{name}", dest=f"{name}s", action="append", default=[], help=what)
+    check_packages = sub.add_parser("packages-check", help="the Debian packages the host lacks of those given")
+    check_packages.add_argument("packages", nargs="+")
     for name, what in (("observe-probe", "connect to an instance tierlab did not start: what observing it would trace"),
                        ("observe", "observe an instance tierlab did not start for the spec's intervals, traced")):
         p = sub.add_parser(name, help=what)
@@ -90,6 +92,8 @@ def main() -> None:
             print(json.dumps({path: no_room(Path(path)) for path in args.paths}))
         elif args.command == "probe":
             probes.main(args.paths, args.tools, args.packages, args.urls)
+        elif args.command == "packages-check":
+            packages.main(args.packages)
     except HostError as exc:
         sys.exit(f"tierlab_host {args.command}: {exc}")
 

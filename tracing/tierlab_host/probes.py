@@ -4,7 +4,8 @@ tools, packages and URLs they depend on, and judges what is missing.
 
 Most facts are file reads, made at every probe since they change: the user, the machine (distribution, kernel,
 CPUs, memory), device nodes, tools, cgroup controllers, tracefs and debugfs, the kernel's lockdown, the free memory
-and the free space of the tierlab root's file system, and what the root's tier images and data cache hold already.
+and the free space of the tierlab root's file system, what the root's tier images and data cache hold already,
+and the packages its runs found installed (tierlab_host.packages).
 Two cost more, and are kept in the root's state directory (probe.json), so that a probe of a host probed before
 takes milliseconds:
 
@@ -28,6 +29,7 @@ from http.client import HTTPException
 from pathlib import Path
 
 from . import cgroups, record, trace
+from .packages import DPKG_STATUS, found_installed
 from .system import HostError, run
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -35,7 +37,6 @@ MEMINFO = Path("/proc/meminfo")
 OS_RELEASE = Path("/etc/os-release")
 FILESYSTEMS = Path("/proc/filesystems")
 APT_LISTS = Path("/var/lib/apt/lists")
-DPKG_STATUS = Path("/var/lib/dpkg/status")
 # tools in sbin are looked for there too, whatever PATH the probe is given
 TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
 HEAD_TIMEOUT_S = 5
@@ -191,7 +192,7 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
         "cgroups": cgroup_controllers(), "tracing": tracing(), "lockdown": trace.lockdown(),
         "machine": machine(found_memory["total_bytes"]), "memory": found_memory,
         "disk": disk(root), "images": images(root), "data": data(root),
-        "cached": not unknown and not asked,
+        "packages_found": found_installed(), "cached": not unknown and not asked,
     }
 
 
