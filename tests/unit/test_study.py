@@ -137,8 +137,9 @@ def test_a_resumed_study_runs_its_points_with_the_extra_vars_it_started_with(tmp
     monkeypatch.setattr(study, "ANSIBLE_PLAYBOOK", playbook)
     out = io.StringIO()
     run_study(study_spec, tmp_path / "s", {}, out=out)
-    assert out.getvalue().splitlines()[:2] == ['every point with --extra-vars {"tiers_dilation": 5}',
-                                               "point 1 of 6: layout=None join_plan=optimizer"]
+    assert out.getvalue().splitlines()[:2] == [
+        'every point with the --extra-vars the study started with: {"tiers_dilation": 5}',
+        "point 1 of 6: layout=None join_plan=optimizer"]
     variables = json.loads((tmp_path / "args").read_text().splitlines()[-1])
     assert (variables["tiers_dilation"], variables["layout"]) == (5, "None")
 

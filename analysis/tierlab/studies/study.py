@@ -272,6 +272,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     hosts = inventory_hosts(inventory)
     study_dir.mkdir(parents=True, exist_ok=True)
     record = _open_record(study, study_dir, extra)
+    resumed_with = record["extra_vars"] if not extra else {}
     extra = record["extra_vars"]
     done = {p["point"]: p for p in record["points"]}
     todo = [p for p in points(study) if done.get(p["point"], {}).get("status") != "ok"]
@@ -284,8 +285,9 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     def say(host: str, text: str) -> None:
         print((f"[{host}] " if len(hosts) > 1 else "") + text, file=out, flush=True)
 
-    if extra:
-        print(f"every point with --extra-vars {json.dumps(extra)}", file=out, flush=True)
+    if resumed_with:
+        print(f"every point with the --extra-vars the study started with: {json.dumps(resumed_with)}", file=out,
+              flush=True)
 
     def take(host: str) -> tuple[dict | None, str | None]:
         """The next point for host, and the run of it to resume: a point's failed run is resumed on the host
