@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import cgroups, record, trace
 from .packages import DPKG_STATUS, found_installed
-from .system import HostError, run
+from .system import HostError, changed_at, run
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 MEMINFO = Path("/proc/meminfo")
@@ -45,10 +45,7 @@ ARCHIVE_RETRY_S = 600
 # directory per workload and scale (the datagen role's datagen_cache_root)
 IMAGES_DIR = "images"
 DATA_DIR = "data"
-
-
-def _cache_file() -> Path:
-    return record.STATE_DIR / "probe.json"
+CACHE_NAME = "probe.json"
 
 
 def memory() -> dict:
@@ -140,30 +137,14 @@ def head(url: str) -> dict:
         return {"error": str(getattr(exc, "reason", exc)), "checked_at": time.time()}
 
 
-def _mtime(path: Path) -> float | None:
-    return path.stat().st_mtime if path.exists() else None
-
-
 def _cached(boot_id: str, packages_key: list) -> dict:
     """The cache's packages and archives that still hold."""
-    try:
-        cache = json.loads(_cache_file().read_text())
-    except (FileNotFoundError, ValueError):
-        return {"packages": {}, "archives": {}}
-    if cache.get("boot_id") != boot_id:
+    cache = record.read_state(CACHE_NAME)
+    if not cache or cache.get("boot_id") != boot_id:
         return {"packages": {}, "archives": {}}
     return {"packages": cache["packages"] if cache.get("packages_key") == packages_key else {},
             "archives": {url: answer for url, answer in cache["archives"].items()
                          if "status" in answer or time.time() - answer["checked_at"] < ARCHIVE_RETRY_S}}
-
-
-def _write_cache(cache: dict) -> None:
-    if not record.STATE_DIR.parent.is_dir():
-        return
-    record.STATE_DIR.mkdir(exist_ok=True)
-    tmp = _cache_file().with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=1))
-    os.replace(tmp, _cache_file())
 
 
 def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[str]) -> dict:
@@ -171,7 +152,7 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
     URL's answer. `cached`: whether the packages and URLs asked were all answered by the cache."""
     root = record.STATE_DIR.parent
     boot_id = BOOT_ID.read_text().strip()
-    packages_key = [_mtime(APT_LISTS), _mtime(DPKG_STATUS)]
+    packages_key = [changed_at(APT_LISTS), changed_at(DPKG_STATUS)]
     cache = _cached(boot_id, packages_key)
     unknown = [package for package in dict.fromkeys(packages) if package not in cache["packages"]]
     cache["packages"].update(apt_policy(unknown) if unknown else {})
@@ -179,7 +160,7 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
     cache["archives"].update({url: head(url) for url in asked})
     if unknown or asked:
         # apt's errors are not kept: the next probe asks again
-        _write_cache({"boot_id": boot_id, "packages_key": packages_key, "archives": cache["archives"],
+        record.write_state(CACHE_NAME, {"boot_id": boot_id, "packages_key": packages_key, "archives": cache["archives"],
                       "packages": {name: answer for name, answer in cache["packages"].items() if "error" not in answer}})
     found_memory = memory()
     return {

@@ -23,9 +23,14 @@ def _locked():
         fcntl.flock(lock, fcntl.LOCK_EX)
         entries = json.loads(RECORD_PATH.read_text()) if RECORD_PATH.exists() else []
         yield entries
-        tmp = RECORD_PATH.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries, indent=1))
-        os.replace(tmp, RECORD_PATH)
+        _replace(RECORD_PATH, entries)
+
+
+def _replace(path: Path, data) -> None:
+    """Writes data as JSON whole or not at all: a reader never sees half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
 def add(kind: str, **attrs) -> None:
@@ -44,3 +49,20 @@ def remove(entry: dict) -> None:
 def entries(kind: str | None = None) -> list[dict]:
     with _locked() as current:
         return [dict(e) for e in current if kind is None or e["kind"] == kind]
+
+
+def write_state(name: str, data) -> None:
+    """Keeps data (JSON) in the root's state directory as `name`; nothing where the tierlab root does not exist
+    yet, since a probe or a check must not make it."""
+    if not STATE_DIR.parent.is_dir():
+        return
+    STATE_DIR.mkdir(exist_ok=True)
+    _replace(STATE_DIR / name, data)
+
+
+def read_state(name: str):
+    """What write_state kept as `name`, or None where nothing is kept."""
+    try:
+        return json.loads((STATE_DIR / name).read_text())
+    except (FileNotFoundError, ValueError):
+        return None

@@ -28,6 +28,12 @@ def run(cmd: list[str], timeout_s: float = 600, check: bool = True) -> subproces
     return done
 
 
+def changed_at(path: Path) -> int | None:
+    """When the file was last written (ns), or None where there is none: the key of what is kept until it
+    changes."""
+    return path.stat().st_mtime_ns if path.exists() else None
+
+
 def no_room(path: Path) -> str:
     """What is free on the file system of path, for a message about a write it had no room for."""
     stat = os.statvfs(path)
