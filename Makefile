@@ -58,8 +58,8 @@ teardown: setup
 # FINDINGS_VARS: host variables for every study started (JSON, kept in its study.json for the chunks that resume
 # it), e.g. '{"tiers_dilation": 6}', so that chunks on tiers brought up again are compared
 FINDINGS_VARS ?= {}
-FINDINGS ?= e1-tpch-engines ssb-engines validate-q3 validate-q10 validate-q16 e3-cache e4-page-size e4-buffer-pool \
-  e4-compression e4-threads e5-plans e5-plans-mysql e5-subqueries e5-workers e5-corun
+FINDINGS ?= e1-tpch-engines ssb-engines validate-q3 validate-q10 validate-q16 e3-cache-admitting e3-cache-lru \
+  e4-page-size e4-buffer-pool e4-compression e4-threads e5-plans e5-plans-mysql e5-subqueries e5-workers e5-corun
 findings: FINDINGS_DIR := results/findings
 findings: FINDINGS_OUT := docs
 findings-quick: FINDINGS_DIR := results/findings-quick
@@ -87,13 +87,15 @@ lint: setup
 unit: setup $(VENV)/.test-deps
 	$(BIN)/pytest -q -x tests/unit
 
+# -rfEs: the failed and errored tests named with their error after the slowest, where the tail of CI's log shows
+# them, and the skipped with why
 integration: setup $(VENV)/.test-deps
-	$(BIN)/pytest -q -rs -m "not long" tests/integration
+	$(BIN)/pytest -q -rfEs -m "not long" tests/integration
 
 # the heavy tests of later features (two hosts over SSH, the device suite), which CI does not run: run them before
 # closing an issue that touches what they cover
 test-long: setup $(VENV)/.test-deps
-	$(BIN)/pytest -q -rs -m long tests/integration
+	$(BIN)/pytest -q -rfEs -m long tests/integration
 
 # a study of 30 tiny points with faults injected at random (server, emulator, Ctrl-C, a full tier), resumed until
 # done, under a root of its own (tests/soak/soak.py; about half an hour): outside make test

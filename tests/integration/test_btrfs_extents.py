@@ -1,12 +1,11 @@
 """The extents of files on btrfs, checked against the device itself: a small btrfs on a loop device of its own."""
 
 import os
-import subprocess
 
 import pytest
 
 from tierlab_host.extents import file_extents
-from tierlab_host.system import device_of_path
+from tierlab_host.system import device_of_path, run
 
 ZSTD_MAGIC = bytes.fromhex("28b52ffd")
 RANDOM = os.urandom(1 << 20)
@@ -19,17 +18,17 @@ def btrfs(tmp_path):
     image = tmp_path / "btrfs.img"
     with open(image, "wb") as f:
         f.truncate(512 << 20)
-    loop = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
-                          check=True, timeout=120).stdout.strip()
+    # run() names the command and what it said on stderr where it fails
+    loop = run(["losetup", "--find", "--show", str(image)], timeout_s=120).stdout.strip()
     mount = tmp_path / "mnt"
     mount.mkdir()
     try:
-        subprocess.run(["mkfs.btrfs", "-q", "-f", loop], check=True, timeout=120)
-        subprocess.run(["mount", "-o", "noatime,nodiscard", loop, str(mount)], check=True, timeout=120)
+        run(["mkfs.btrfs", "-q", "-f", loop], timeout_s=120)
+        run(["mount", "-o", "noatime,nodiscard", loop, str(mount)], timeout_s=120)
         yield loop, mount
     finally:
-        subprocess.run(["umount", str(mount)], timeout=120)
-        subprocess.run(["losetup", "-d", loop], check=True, timeout=120)
+        run(["umount", str(mount)], timeout_s=120, check=False)
+        run(["losetup", "-d", loop], timeout_s=120)
 
 
 def write(path, data):
@@ -54,7 +53,7 @@ def test_an_uncompressed_file_s_extents_hold_its_bytes_where_they_say_on_the_dev
 def test_a_compressed_file_s_extents_are_zstd_frames_of_their_stored_bytes(btrfs):
     loop, mount = btrfs
     (mount / "db").mkdir()
-    subprocess.run(["btrfs", "property", "set", str(mount / "db"), "compression", "zstd"], check=True, timeout=120)
+    run(["btrfs", "property", "set", str(mount / "db"), "compression", "zstd"], timeout_s=120)
     write(mount / "db" / "table", TEXT)
     write(mount / "db" / "random", RANDOM)
     extents = file_extents(str(mount / "db" / "table"))
