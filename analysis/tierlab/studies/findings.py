@@ -13,6 +13,8 @@ raw traces; report/findings.py writes the page from them alone):
   (placement/validate.py): what recommend predicts for each from every traced run, against the measurements;
 - recommend.csv and cache_curve.csv there too: recommend's answer from a run with nothing on the fast tier, for a
   fast tier of a quarter of the data, and its cache curve (the best placement against a cache at each capacity).
+- table_sizes.csv where it varies the cache: each table's stored bytes, which size the placements of E2's studies
+  that the page sets each cache against (cache_against_placement.py).
 
 A device suite's results directory (playbooks/devices.yml) is E6's study, e6-devices-<host>: its tiers as the
 points (runs.csv), each tier's fitted profile (profiles.csv), what breaking each rule of the contract costs on each
@@ -62,6 +64,7 @@ def _setup(point: dict, study: dict, study_dir: Path) -> dict:
     given = settings.get("buffer_pool") or {}
     setup = {"engine": manifest["engine"]["name"], "engine_version": manifest["engine"].get("version"),
              "layout": settings.get("layout"), "fast_cache": settings.get("fast_cache"),
+             "fast_cache_bytes": settings.get("fast_cache_bytes"), "fast_cache_policy": settings.get("fast_cache_policy"),
              "scale_factor": settings.get("scale_factor"),
              "buffer_pool": f"{given['percent']:g}%" if "percent" in given else f"{given.get('bytes', 0) >> 20}M",
              "buffer_pool_bytes": buffer_pool_bytes(settings),
@@ -117,6 +120,20 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
     return pd.DataFrame(answers), pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
 
 
+def _table_sizes(study_dir: Path, study: dict, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per combination of the matrix's variables other than layout and cache, each table's stored bytes as its first
+    ok run stored them: what sizes the placements a cache is set against (cache_against_placement)."""
+    others = [name for name in study["matrix"] if name not in (*LAYOUT_VARIABLES, *CACHE_VARIABLES)]
+    sizes = []
+    for key, rows in _by(runs[runs["status"] == "ok"], others):
+        run_id = rows["run_id"].iloc[0]
+        named = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
+        stored = read_manifest(study_dir / run_id)["layout"]["tables"]
+        sizes += [{**named, "run_id": run_id, "table": table, "stored_bytes": int(t.get("stored_bytes", t["size_bytes"]))}
+                  for table, t in stored.items()]
+    return pd.DataFrame(sizes)
+
+
 def gather_devices(run_dir: Path) -> dict:
     """E6's tables from a device suite's results directory (playbooks/devices.yml) as a study's: its tiers as the
     points, each tier's fitted profile (beside its model's on an emulated tier), what breaking each rule of the
@@ -158,6 +175,8 @@ def gather(study_dir: Path) -> dict:
     if ok:
         tables["queries"] = pd.concat([_queries(study_dir, point["run_id"]) for point in ok], ignore_index=True)
     varied = {name for name, values in study["matrix"].items() if len(values) > 1}
+    if ok and "fast_cache" in varied:
+        tables["table_sizes"] = _table_sizes(study_dir, study, tables["runs"])
     # validate and recommend predict query windows; a sysbench test's window is not one query
     placed = study["workload"] != "sysbench" and bool(varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]})
     for name, wanted, answer in (

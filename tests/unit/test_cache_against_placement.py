@@ -1,0 +1,59 @@
+"""E3's caches against E2's best measured placement that fits each, from the studies' committed tables."""
+
+import pandas as pd
+import pytest
+
+from tierlab.studies.cache_against_placement import cache_against_placement, lines
+
+MIB = 1 << 20
+SETUP = {"status": "ok", "engine": "mariadb", "scale_factor": "1", "buffer_pool": "4.5%"}
+SIZES = {"customer": 30 * MIB, "orders": 170 * MIB, "lineitem": 760 * MIB, "partsupp": 140 * MIB, "part": 30 * MIB,
+         "supplier": 2 * MIB, "nation": 8192, "region": 8192}
+
+
+def cache_study(name: str = "e3-cache-admitting") -> dict:
+    """E3: Q3 with no cache, a cache of 100 MiB and one of 250 MiB, one run each (its tries' spread given)."""
+    sizes = [("none", 0, 200.0, 200.0, 200.0), ("10%", 100 * MIB, 150.0, 145.0, 155.0),
+             ("25%", 250 * MIB, 100.0, 98.0, 102.0)]
+    runs = pd.DataFrame([{**SETUP, "run_id": f"r{n}", "fast_cache": cache, "fast_cache_bytes": size}
+                         for n, (cache, size, *_) in enumerate(sizes)])
+    queries = pd.DataFrame([{"run_id": f"r{n}", "query": "q03", "elapsed_s": s, "elapsed_min_s": low,
+                             "elapsed_max_s": high} for n, (_, _, s, low, high) in enumerate(sizes)])
+    study = {"name": name, "workload": "tpch", "variables": {"fast_cache_policy": "admitting"},
+             "matrix": {"fast_cache": ["none", "10%", "25%"]}, "repetitions": 1}
+    return {"study": {"study": study}, "runs": runs, "queries": queries,
+            "table_sizes": pd.DataFrame({"run_id": "r0", "table": list(SIZES), "stored_bytes": list(SIZES.values())})}
+
+
+def placement_study(**setup) -> dict:
+    """E2: Q3's layouts measured (median, least, most over three runs)."""
+    measured = [("None", 196.0, 190.0, 200.0), ("C", 195.0, 193.0, 197.0), ("O", 100.0, 99.0, 101.0),
+                ("C+O", 98.0, 97.0, 99.0), ("O+L", 35.0, 34.0, 36.0)]
+    study = {"name": "validate-q3", "workload": "tpch", "variables": {}, "matrix": {"layout": [m[0] for m in measured]},
+             "repetitions": 3}
+    return {"study": {"study": study}, "runs": pd.DataFrame([{**SETUP, **setup, "run_id": "p1", "layout": "None"}]),
+            "validation_layouts": pd.DataFrame([{"query": "q03", "layout": layout, "runs": 3, "measured_s": s,
+                                                 "measured_min_s": low, "measured_max_s": high}
+                                                for layout, s, low, high in measured])}
+
+
+def test_each_cache_size_meets_the_fastest_measured_layout_whose_tables_fit_in_it():
+    compared = cache_against_placement([cache_study(), placement_study()])
+    assert list(compared["cache"]) == ["10%", "25%"]
+    # 100 MiB holds customer (30 MiB) but not orders (170 MiB); 250 MiB holds customer and orders (200 MiB)
+    assert list(compared["placement"]) == ["C", "C+O"]
+    assert list(compared["placement_bytes"]) == [30 * MIB, 200 * MIB]
+    assert list(compared["cache_x"]) == pytest.approx([200 / 150, 200 / 100])
+    assert list(compared["placement_x"]) == pytest.approx([196 / 195, 196 / 98])
+
+
+def test_a_side_is_faster_only_where_its_least_speedup_is_above_the_other_s_most():
+    compared = cache_against_placement([cache_study(), placement_study()])
+    # 10%: the cache's least 200/155 = 1.29x is above C's most 196/193 = 1.02x; 25%: 1.96-2.04x against 1.98-2.02x
+    assert list(compared["faster"]) == ["cache", "tie"]
+    assert lines(compared) == ["q03, the admitting cache: at 10% (100 MiB) cache: cache 1.33x, C placed 1.01x; "
+                               "at 25% (250 MiB) a tie: cache 2.00x, C+O placed 2.00x"]
+
+
+def test_a_placement_study_of_another_buffer_pool_is_not_compared():
+    assert cache_against_placement([cache_study(), placement_study(buffer_pool="10%")]).empty
