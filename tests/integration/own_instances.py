@@ -142,6 +142,11 @@ class OwnPostgresql:
     def stop(self) -> None:
         self._as_postgres([str(POSTGRESQL_BIN / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"],
                           "pg_ctl stop")
+        # pg_ctl returns once the server has removed its pid file, a moment before its last process leaves the group
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while left := (self.memory_group / "cgroup.procs").read_text().split():
+            assert time.monotonic() < deadline, f"processes {left} stayed in {self.memory_group} for {START_TIMEOUT_S} s"
+            time.sleep(0.1)
         self.memory_group.rmdir()
 
 

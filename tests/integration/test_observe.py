@@ -3,6 +3,7 @@ cluster on a partitioned disk and a MariaDB server on the emulated capacity tier
 index beside larger tables read rarely. The hot index is found, attributed and recommended first; PostgreSQL's
 migration script is applied to the instance and undone; bad connections and grants are refused before a run opens."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,10 +84,13 @@ def postgresql(lab):
     """A cluster on a partitioned disk, its observation while its traffic runs, and recommend's answer for a fast
     tier that holds the hot index; the instance stays up for the tests, then is stopped and its disk removed."""
     here = own_dir("postgresql")
-    disk = PartitionedDisk(here, 1 << 30)
-    instance = None
-    try:
+    # each step undone, the last made first, even where undoing a later one failed
+    with contextlib.ExitStack() as undo:
+        undo.callback(remove_own_dir, here)
+        disk = PartitionedDisk(here, 1 << 30)
+        undo.callback(disk.close)
         instance = OwnPostgresql(disk.mount / "data", POSTGRESQL_PORT)
+        undo.callback(instance.stop)
         instance.sql("CREATE DATABASE app")
         for sql in POSTGRESQL_LOAD:
             instance.sql(sql, "app")
@@ -104,11 +108,6 @@ def postgresql(lab):
                            "--fast-location", str(fast))
         yield {"instance": instance, "here": here, "disk": disk, "run": run_dir, "advice": advice,
                "out": here / "advice", "fast": fast, "conninfo": conninfo}
-    finally:
-        if instance:
-            instance.stop()
-        disk.close()
-        remove_own_dir(here)
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +115,12 @@ def mariadb(lab):
     """A server whose data directory is on the emulated capacity tier, observed while its traffic runs."""
     here = own_dir("mariadb")
     home = Path(lab.root, "tiers", "nand", "own-mariadb")
-    instance = None
-    try:
+    with contextlib.ExitStack() as undo:
+        undo.callback(remove_own_dir, here)
+        for path in (home, Path(lab.root, "tiers", "optane", "own-mariadb-fast")):
+            undo.callback(shutil.rmtree, path, ignore_errors=True)
         instance = OwnMariadb(home / "data", MARIADB_PORT)
+        undo.callback(instance.stop)
         instance.sql("CREATE DATABASE app")
         instance.sql(MARIADB_LOAD, "app")
         instance.bound(MARIADB_BUFFER_POOL)
@@ -133,12 +135,6 @@ def mariadb(lab):
         advice = recommend(run_dir, "64M", here / "advice", "--fast-location", str(fast))
         yield {"instance": instance, "here": here, "run": run_dir, "advice": advice, "out": here / "advice",
                "fast": fast}
-    finally:
-        if instance:
-            instance.stop()
-        for path in (home, Path(lab.root, "tiers", "optane", "own-mariadb-fast")):
-            shutil.rmtree(path, ignore_errors=True)
-        remove_own_dir(here)
 
 
 def test_an_observation_is_a_run_of_intervals_on_the_disk_under_the_instance_s_files(postgresql):
@@ -281,17 +277,14 @@ def test_a_data_directory_on_no_block_device_is_refused():
     from tierlab_host.system import HostError
 
     here = own_dir("tmpfs")
-    command(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(here)], "mount tmpfs", 60)
-    instance = None
-    try:
+    with contextlib.ExitStack() as undo:
+        undo.callback(remove_own_dir, here)
+        command(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(here)], "mount tmpfs", 60)
+        undo.callback(command, ["umount", str(here)], "umount tmpfs", 60)
         instance = OwnPostgresql(here / "data", POSTGRESQL_PORT + 10)
+        undo.callback(instance.stop)
         with pytest.raises(HostError, match=r"its file system \(tmpfs\) is not on a block device"):
             probe({"engine": "postgresql", "conninfo": instance.conninfo(), "databases": [], "index_pages": None})
-    finally:
-        if instance:
-            instance.stop()
-        command(["umount", str(here)], "umount tmpfs", 60)
-        remove_own_dir(here)
 
 
 def test_mariadb_s_hot_index_is_found_in_its_table_s_file_and_the_table_recommended(mariadb):
