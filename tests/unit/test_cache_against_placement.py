@@ -12,15 +12,15 @@ SIZES = {"customer": 30 * MIB, "orders": 170 * MIB, "lineitem": 760 * MIB, "part
 
 
 def cache_study(name: str = "e3-cache-admitting") -> dict:
-    """E3: Q3 with no cache, a cache of 100 MiB and one of 250 MiB, one run each (its tries' spread given)."""
+    """E3: Q3 with no cache and caches of 100 MiB, 250 MiB and 1200 MiB, one run each (its tries' spread given)."""
     sizes = [("none", 0, 200.0, 200.0, 200.0), ("10%", 100 * MIB, 150.0, 145.0, 155.0),
-             ("25%", 250 * MIB, 100.0, 98.0, 102.0)]
+             ("25%", 250 * MIB, 100.0, 98.0, 102.0), ("100%", 1200 * MIB, 120.0, 115.0, 125.0)]
     runs = pd.DataFrame([{**SETUP, "run_id": f"r{n}", "fast_cache": cache, "fast_cache_bytes": size}
                          for n, (cache, size, *_) in enumerate(sizes)])
     queries = pd.DataFrame([{"run_id": f"r{n}", "query": "q03", "elapsed_s": s, "elapsed_min_s": low,
                              "elapsed_max_s": high} for n, (_, _, s, low, high) in enumerate(sizes)])
     study = {"name": name, "workload": "tpch", "variables": {"fast_cache_policy": "admitting"},
-             "matrix": {"fast_cache": ["none", "10%", "25%"]}, "repetitions": 1}
+             "matrix": {"fast_cache": ["none", "10%", "25%", "100%"]}, "repetitions": 1}
     return {"study": {"study": study}, "runs": runs, "queries": queries,
             "table_sizes": pd.DataFrame({"run_id": "r0", "table": list(SIZES), "stored_bytes": list(SIZES.values())})}
 
@@ -39,20 +39,23 @@ def placement_study(**setup) -> dict:
 
 def test_each_cache_size_meets_the_fastest_measured_layout_whose_tables_fit_in_it():
     compared = cache_against_placement([cache_study(), placement_study()])
-    assert list(compared["cache"]) == ["10%", "25%"]
-    # 100 MiB holds customer (30 MiB) but not orders (170 MiB); 250 MiB holds customer and orders (200 MiB)
-    assert list(compared["placement"]) == ["C", "C+O"]
-    assert list(compared["placement_bytes"]) == [30 * MIB, 200 * MIB]
-    assert list(compared["cache_x"]) == pytest.approx([200 / 150, 200 / 100])
-    assert list(compared["placement_x"]) == pytest.approx([196 / 195, 196 / 98])
+    assert list(compared["cache"]) == ["10%", "25%", "100%"]
+    # 100 MiB holds customer (30 MiB) but not orders (170 MiB); 250 MiB holds customer and orders (200 MiB); 1200
+    # MiB orders and lineitem (930 MiB)
+    assert list(compared["placement"]) == ["C", "C+O", "O+L"]
+    assert list(compared["placement_bytes"]) == [30 * MIB, 200 * MIB, 930 * MIB]
+    assert list(compared["cache_x"]) == pytest.approx([200 / 150, 200 / 100, 200 / 120])
+    assert list(compared["placement_x"]) == pytest.approx([196 / 195, 196 / 98, 196 / 35])
 
 
 def test_a_side_is_faster_only_where_its_least_speedup_is_above_the_other_s_most():
     compared = cache_against_placement([cache_study(), placement_study()])
-    # 10%: the cache's least 200/155 = 1.29x is above C's most 196/193 = 1.02x; 25%: 1.96-2.04x against 1.98-2.02x
-    assert list(compared["faster"]) == ["cache", "tie"]
+    # 10%: the cache's least 200/155 = 1.29x is above C's most 196/193 = 1.02x; 25%: 1.96-2.04x against
+    # 1.98-2.02x; 100%: O+L's least 196/36 = 5.44x is above the cache's most 200/115 = 1.74x
+    assert list(compared["faster"]) == ["cache", "tie", "placement"]
     assert lines(compared) == ["q03, the admitting cache: at 10% (100 MiB) cache: cache 1.33x, C placed 1.01x; "
-                               "at 25% (250 MiB) a tie: cache 2.00x, C+O placed 2.00x"]
+                               "at 25% (250 MiB) a tie: cache 2.00x, C+O placed 2.00x; "
+                               "at 100% (1200 MiB) placement: cache 1.67x, O+L placed 5.60x"]
 
 
 def test_a_placement_study_of_another_buffer_pool_is_not_compared():
