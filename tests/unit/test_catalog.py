@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tierlab.catalog.engines import ENGINES
+from tierlab.catalog.engines import ENGINES, PAGE_SIZES
 from tierlab.catalog.reference import markdown
+from tierlab.catalog.values import Context
 from tierlab.catalog.variables import BY_NAME, VARIABLES, Choice, group
 from tierlab.catalog.workloads import WORKLOAD_DIR, WORKLOADS, playbook
 from tierlab.errors import InputError
@@ -18,6 +19,10 @@ from tierlab_host.engines import ENGINES as HOST_ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "playbooks" / "roles"
+
+
+# each engine's own default page (Debian's PostgreSQL is built with 8 KiB blocks)
+DEFAULT_PAGE_SIZES = {"mariadb": "16k", "mysql": "16k", "postgresql": "8k"}
 
 
 def _yaml(path: Path):
@@ -29,7 +34,7 @@ def _yaml(path: Path):
 def test_every_variable_left_unset_makes_settings_for_every_engine_and_workload(engine, workload):
     settings = validate({"engine": engine, "workload": workload})
     assert (settings["engine"], settings["workload"], settings["layout"]) == (engine, workload, "None")
-    assert settings["page_size"] == ENGINES[engine].default_page_size
+    assert settings["page_size"] == DEFAULT_PAGE_SIZES[engine]
 
 
 def test_left_unset_a_run_is_a_cold_traced_tpch_at_scale_0_1_on_mariadb_all_on_the_capacity_tier():
@@ -44,12 +49,16 @@ def test_left_unset_a_run_is_a_cold_traced_tpch_at_scale_0_1_on_mariadb_all_on_t
     assert set(settings["placement"].values()) == {"capacity"}
 
 
-def test_each_variable_s_default_is_a_value_it_allows():
+def test_each_variable_s_default_is_a_value_it_allows_for_each_engine():
+    parsed = {}
     for variable in VARIABLES:
         for engine in ENGINES.values():
             # layouts, query lists and co-runners are read against a workload: validate() checks those above
             if variable.kind.__class__.__name__ not in ("Layout", "Queries", "Corun"):
-                variable.kind.parse(variable.name, variable.default_for(engine))
+                context = Context(engine, WORKLOADS["tpch"])
+                parsed[variable.name, engine.name] = variable.kind.parse(variable.name, variable.default_for(engine),
+                                                                         context)
+    assert {engine: parsed["page_size", engine] for engine in ENGINES} == DEFAULT_PAGE_SIZES
 
 
 def test_the_playbooks_hold_no_default_of_a_run_variable():
@@ -65,18 +74,24 @@ def test_the_tiers_role_s_defaults_are_the_catalog_s():
     assert {name: str(defaults[name]) for name in group("tiers")} == {name: BY_NAME[name].default for name in group("tiers")}
 
 
+# the role options that carry a run variable under a name of their own, with the values the catalog allows
+ROLE_CHOICES = {"run_workload": [*WORKLOADS, WORKLOAD_DIR], "mysql_innodb_page_size": list(PAGE_SIZES),
+                "mysql_innodb_flush_method": list(BY_NAME["flush_method"].kind.values)}
+
+
 def test_the_roles_argument_specs_allow_what_the_catalog_allows():
-    checked = 0
+    checked = []
     for specs in ROLES.glob("*/meta/argument_specs.yml"):
         for entry in _yaml(specs)["argument_specs"].values():
             for name, option in (entry.get("options") or {}).items():
                 if name in BY_NAME and isinstance(BY_NAME[name].kind, Choice):
                     assert tuple(option["choices"]) == BY_NAME[name].kind.values, (specs, name)
-                    checked += 1
-                if name == "run_workload":
-                    assert option["choices"] == [*WORKLOADS, WORKLOAD_DIR]
-                    checked += 1
-    assert checked >= 3
+                    checked.append(name)
+                if name in ROLE_CHOICES:
+                    assert option["choices"] == ROLE_CHOICES[name], (specs, name)
+                    checked.append(name)
+    assert sorted(checked) == ["mysql_innodb_flush_method", "mysql_innodb_page_size", "run_workload",
+                               "tiers_emulation", "tiers_filesystem"]
 
 
 def test_every_workload_has_its_playbook_and_every_query_its_sql_in_every_dialect():

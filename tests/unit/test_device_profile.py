@@ -44,9 +44,15 @@ def test_every_shipped_profile_loads_in_both_readers(binary):
         assert done.returncode == 0, done.stderr
 
 
-# every model parameter the shipped nand profile sets (model and description are names, not parameters)
-PARAMETERS = [line.split(" = ")[0] for line in NAND.read_text().splitlines()
-              if " = " in line and not line.startswith(("#", "model ", "description "))]
+# every model parameter of a profile (model and description are names, not parameters), as nand.toml sets them
+PARAMETERS = ["channels", "read_random_us", "read_sequential_us", "write_us", "read_bandwidth_mb_s",
+              "write_bandwidth_mb_s", "streams", "readahead_kb", "write_buffer_mb", "sustained_write_mb_s",
+              "gc_pause_us", "gc_pause_every_kb", "read_during_write_us"]
+
+
+def test_the_nand_profile_sets_every_parameter_once():
+    assert sorted(line.split("=")[0].strip() for line in NAND.read_text().splitlines()
+                  if "=" in line and not line.startswith(("#", "model", "description"))) == sorted(PARAMETERS)
 
 
 @pytest.mark.parametrize("key", PARAMETERS)

@@ -3,6 +3,7 @@ what it asks apt and the network, and what it keeps between probes."""
 
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 
@@ -108,6 +109,7 @@ def test_a_run_records_os_release_s_pretty_name_the_kernel_the_agent_s_python_th
 def test_the_free_disk_of_a_root_not_made_yet_is_that_of_its_nearest_directory(tmp_path):
     found = probes.disk(tmp_path / "var" / "lib" / "tierlab")
     assert found["path"] == str(tmp_path)
+    assert found["size_bytes"] == shutil.disk_usage(tmp_path).total
     assert 0 < found["free_bytes"] <= found["size_bytes"]
 
 

@@ -68,7 +68,7 @@ def test_the_cache_wins_where_the_admitting_cache_s_predicted_time_is_below_the_
 def test_the_repeat_spearman_ranks_each_repetition_against_the_median_of_the_others():
     # the first repetition swaps O and C+O; the second and the third rank them as the others' medians do
     runs = {"None": [48.6, 48.0, 49.0], "O": [35.0, 33.0, 33.2], "C+O": [34.0, 34.5, 34.6], "ALL": [21.8, 22.0, 21.5]}
-    assert predict.repeat_spearman(runs) == 1.0
+    assert predict.repeat_spearman(runs) == pytest.approx(1.0)
     # with O slow in the second repetition too, every repetition disagrees with the others' medians on them
     runs["O"][1] = 34.8
     assert predict.repeat_spearman(runs) == pytest.approx(0.8)
@@ -80,8 +80,10 @@ def test_the_repeat_spearman_needs_every_layout_twice_and_two_layouts():
 
 
 def test_a_repetition_whose_times_are_all_equal_ranks_nothing():
-    # the second repetition ran both in 30 s: the other two, which rank alike, decide
-    assert predict.repeat_spearman({"None": [48.6, 30.0, 48.0], "O": [35.1, 30.0, 35.0]}) == pytest.approx(1.0)
+    # against the others' medians the first two repetitions rank alike (+1) and the third not (-1); the fourth ran
+    # both in 30 s and is left out: the median of +1, +1, -1. (Counted as 0 it would make 0.5.)
+    runs = {"None": [22.0, 21.0, 13.0, 30.0], "O": [10.0, 11.0, 20.0, 30.0]}
+    assert predict.repeat_spearman(runs) == pytest.approx(1.0)
 
 
 def test_validation_ranks_predicted_against_measured_layouts_and_states_the_regret():

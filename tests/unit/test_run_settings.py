@@ -248,8 +248,11 @@ def test_layout_that_does_not_fit_shows_the_sizes():
     )
 
 
-def test_layout_that_fits_passes():
-    check_fit(settings(layout="ALL", scale_factor="1"), 6 << 30)
+def test_a_layout_fits_where_it_needs_no_more_than_nine_tenths_of_the_fast_tier():
+    # every table at scale factor 1 needs about 1.93 GiB: 2 GiB holds 1.80 GiB usable, 2.25 GiB 2.03 GiB
+    with pytest.raises(InputError, match=r"needs about 1\.93 GiB .* holds 1\.80 GiB usable of 2\.00 GiB"):
+        check_fit(settings(layout="ALL", scale_factor="1"), 2 << 30)
+    assert check_fit(settings(layout="ALL", scale_factor="1"), 9 << 28) is None
 
 
 def test_validate_checks_the_fit_when_the_fast_tier_size_is_known():
