@@ -82,9 +82,17 @@ def test_the_auto_dilation_is_one_at_which_each_model_carried_its_deepest_job(ch
     assert min(shares.values()) >= 0.9, calibration["throughput_held"]
 
 
-def test_the_check_reports_each_tier_s_emulator_counters(check):
+def test_the_check_reports_each_tier_s_emulator_counters_read_after_its_jobs(check):
     emulators = {t["name"]: t["emulator"]["model"] for t in check["tiers"]}
     assert emulators == {"optane": "optane", "nand": "nand"}
+    for tier in check["tiers"]:
+        classes = tier["emulator"]["classes"]
+        # the check's jobs all read, each for runtime_s over its rounds; the calibration's reads came before them
+        made = sum(job["iops"] * check["runtime_s"] for job in tier["jobs"])
+        assert classes["read_random"]["requests"] + classes["read_sequential"]["requests"] >= 0.9 * made, tier["name"]
+    (nand,) = [t["emulator"]["classes"] for t in check["tiers"] if t["name"] == "nand"]
+    # nand tells sequential reads from random ones (optane's reads take the same time either way)
+    assert nand["read_sequential"]["requests"] > 0 and nand["read_random"]["requests"] > 0
 
 
 @pytest.mark.parametrize("tier", ["optane", "nand"])
