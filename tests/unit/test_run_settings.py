@@ -130,9 +130,10 @@ def test_a_postgresql_variable_given_for_mariadb_is_refused():
 @pytest.mark.parametrize("engine", ["mariadb", "mysql", "postgresql"])
 def test_a_join_plan_is_the_optimizer_s_own_or_forced_to_hash_or_index_joins(engine):
     assert settings(engine=engine)["join_plan"] == "optimizer"
+    assert settings(engine=engine, join_plan="hash")["join_plan"] == "hash"
     assert settings(engine=engine, join_plan="index")["join_plan"] == "index"
     with pytest.raises(InputError) as err:
-        settings(engine="postgresql", join_plan="merge")
+        settings(engine=engine, join_plan="merge")
     assert str(err.value) == "join_plan='merge' is not allowed; allowed: optimizer, hash, index"
 
 
