@@ -268,6 +268,12 @@ def test_where_there_is_no_tierlab_root_yet_the_probe_writes_nothing(kernel, mon
 def test_the_real_probe_of_this_host_reads_and_writes_nothing(tmp_path, monkeypatch):
     """No package or URL asked: no subprocess, no network, no root needed."""
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "root" / "state")
+
+    def refused(*args, **kwargs):
+        raise AssertionError(f"the probe started a process or opened a URL: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", refused)
+    monkeypatch.setattr(probes.urllib.request, "urlopen", refused)
     found = probes.probe(["/dev/loop-control"], ["sh"], [], [])
     assert sorted(found) == ["archives", "boot_id", "cached", "cgroups", "data", "disk", "host", "images", "lockdown",
                              "machine", "memory", "packages", "packages_found", "paths", "root", "tools", "tracing",
@@ -276,4 +282,6 @@ def test_the_real_probe_of_this_host_reads_and_writes_nothing(tmp_path, monkeypa
     assert found["cgroups"]["mode"] in ("v1", "v2", "hybrid", "none")
     assert found["lockdown"]["level"] in (None, "none", "integrity", "confidentiality")
     assert (found["images"], found["data"], found["cached"]) == ({}, {}, True)
+    assert (found["uid"], found["paths"]) == (os.geteuid(), {"/dev/loop-control": os.path.exists("/dev/loop-control")})
+    assert found["tools"] == {"sh": shutil.which("sh", path=probes.TOOL_PATH)}
     assert list(tmp_path.iterdir()) == []

@@ -235,12 +235,16 @@ def test_a_run_s_recorded_workload_read_back_with_sorted_keys_names_layouts_in_l
 def test_a_table_s_data_file_may_be_parquet_sized_by_its_rows_uncompressed(shop):
     with_files(shop)
     (shop / "data" / "orders.csv").unlink()
-    pq.write_table(pa.table({"id": list(range(1000)), "status": ["paid"] * 1000}), shop / "data" / "orders.parquet")
+    # four row groups of 250 rows, each of the same size uncompressed
+    orders = pa.table({"id": list(range(1000)), "status": ["paid"] * 1000})
+    pq.write_table(orders, shop / "data" / "orders.parquet", row_group_size=250)
     workload = read_workload_dir(shop)
     assert workload.data_files == {"customers": "customers.csv", "products": "products.csv",
                                    "orders": "orders.parquet", "order_lines": "order_lines.csv"}
     metadata = pq.ParquetFile(shop / "data" / "orders.parquet").metadata
-    assert workload.generated_fixed_bytes["orders"] == metadata.row_group(0).total_byte_size > 0
+    assert metadata.num_row_groups == 4
+    # 1000 ids of 8 bytes at least, however the groups encode them
+    assert workload.generated_fixed_bytes["orders"] == 4 * metadata.row_group(0).total_byte_size >= 8000
 
 
 def test_a_table_with_both_a_csv_and_a_parquet_file_is_refused(shop):
