@@ -4,11 +4,14 @@ that profile back."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tierlab.devices import fit as device_fit
 from tierlab.devices.profiles import load, parse, profile_path
+
+EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
 
 # the measurements as a host that runs the model twice as slow takes them
 DILATION = 2.0
@@ -20,13 +23,13 @@ def side(p50_us: float, bw_bytes: float = 0.0, iops: float = 0.0, tail: dict | N
     return {"iops": iops, "bw_bytes": bw_bytes, "lat_us": lat, "mean_us": p50_us}
 
 
-def measured(profile: dict, buffer_bytes: float, pause_us: float) -> dict:
+def measured(profile: dict, buffer_bytes: float, pause_us: float, k: float = DILATION) -> dict:
     """The suite's jobs on a device of the profile, in the host's time: each latency at queue depth 1 its
     parameter plus the transfer; reads beside writes slowed in their slowest third (those that meet a write in
     flight); random reads scaling with the channels up to the bandwidth; the sustained
     writes at the write bandwidth until the buffer is full (a whole number of log intervals), then at the
     sustained rate, one write in 20 with the pause."""
-    k, read_bw, write_bw = DILATION, profile["read_bandwidth_mb_s"], profile["write_bandwidth_mb_s"]
+    read_bw, write_bw = profile["read_bandwidth_mb_s"], profile["write_bandwidth_mb_s"]
 
     def qd1(latency_us: float, bandwidth: float) -> float:
         return (latency_us + 4096 / bandwidth) * k
@@ -68,6 +71,35 @@ def test_a_nand_device_s_measurements_give_its_profile_back():
                       "write_buffer_mb": 275, "sustained_write_mb_s": 400, "gc_pause_us": 3000,
                       # one 128 KiB write in 20 pauses (p95 below the tail's middle, p99 above)
                       "gc_pause_every_kb": 2560, "read_during_write_us": 200}
+
+
+def model_job(rw: str, block_bytes: int, iodepth: int) -> dict:
+    """What the emulator's nand model measures of one job under fio's closed loop, as the suite records a side."""
+    done = subprocess.run([str(EMULATOR / "tierlab-emu"), "--profile", str(profile_path("nand")), "--job", rw,
+                           str(block_bytes), str(iodepth)], capture_output=True, text=True, check=True, timeout=120)
+    job = json.loads(done.stdout)
+    return {"iops": job["iops"], "bw_bytes": job["iops"] * block_bytes, "lat_us": job["lat_us"],
+            "mean_us": job["lat_us"]["p50"]}
+
+
+def test_the_nand_model_s_own_latency_and_bandwidth_jobs_give_its_profile_back():
+    """The queue-depth-1 latencies and the bandwidth grid as the emulator's C model measures them (not this file's
+    forward model); the sustained and mixed jobs, which its closed loop does not give, from the forward model."""
+    subprocess.run(["make", "-s", "-C", str(EMULATOR), "tierlab-emu"], check=True, timeout=300)
+    nand = load(profile_path("nand"))
+    tier = measured(nand, buffer_bytes=275e6, pause_us=3000, k=1.0)
+    tier["jobs"] = [job for job in tier["jobs"] if job["kind"] not in ("latency", "bandwidth")]
+    tier["jobs"] += [{"kind": "latency", "rw": rw, side: model_job(rw, 4096, 1)}
+                     for rw, side in (("randread", "read"), ("read", "read"), ("randwrite", "write"))]
+    tier["jobs"] += [{"kind": "bandwidth", "rw": rw, "block_bytes": block, "iodepth": depth, side: model_job(rw, block, depth)}
+                     for rw, side in (("randread", "read"), ("randwrite", "write"))
+                     for block in (4096, 65536, 262144) for depth in (1, 16, 256)]
+    fitted = device_fit.fit(tier)
+    assert {name: fitted[name] for name in ("channels", "read_bandwidth_mb_s", "write_bandwidth_mb_s")} == {
+        "channels": 32, "read_bandwidth_mb_s": 3000, "write_bandwidth_mb_s": 1500}
+    # the emulator prints its latencies to a hundredth of a microsecond
+    assert [fitted[name] for name in ("read_random_us", "read_sequential_us", "write_us")] == pytest.approx(
+        [nand["read_random_us"], nand["read_sequential_us"], nand["write_us"]], abs=0.02)
 
 
 def test_an_optane_device_s_measurements_give_no_buffer_streams_or_pauses():
