@@ -80,6 +80,10 @@ def test_the_cache_is_simulated_at_every_capacity_of_the_curve_and_the_one_asked
         # beside each cache, the best placement in as much fast tier
         fitting = layouts[layouts["fast_bytes"] <= row["capacity_bytes"]]
         assert row["placement_predicted_s"] == pytest.approx(fitting["predicted_s"].min(), rel=1e-5)
+    # an LRU cache holds what a smaller one holds (its inclusion property): its hits never fall as it grows, and the
+    # traced queries re-read pages, so the largest cache hits some
+    hits = [row["lru_hit_pct"] for row in sorted(result["cache_curve"], key=lambda row: row["capacity_bytes"])]
+    assert hits == sorted(hits) and hits[-1] > 0
 
 
 def test_weights_for_a_query_the_run_did_not_trace_are_refused(layout_runs):
