@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from lab import cli, command, read_csv
 
+from tierlab.catalog.layout import parse_layout
+from tierlab.catalog.workloads import WORKLOADS
 from tierlab.placement.migration_script import migration_plan
 
 pytestmark = pytest.mark.mariadb
@@ -104,13 +106,21 @@ def test_out_writes_the_answer_the_layouts_the_curves_and_a_page_with_them_plott
     assert f"<h1>tierlab recommend: {result['layout']} for 12 MiB of fast tier</h1>" in page
 
 
-def test_the_migration_script_moves_each_table_that_changes_tier_on_mariadb_offline(advice, layout_runs):
-    result, out = advice
+def test_the_migration_script_moves_each_table_that_changes_tier_on_mariadb_offline(layout_runs, tmp_path):
+    # from the run with nothing on the fast tier, so that the recommended layout moves tables (from C+O's, at this
+    # capacity, it keeps C+O)
+    done = cli("recommend", str(layout_runs["None"]), "--fast-capacity", "12M", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
     plan = result["migration"]["plan"]
-    assert sorted(step["table"] for step in plan["steps"]) == result["migration"]["tables"]
-    tables = json.loads((layout_runs["C+O"] / "manifest.json").read_text())["layout"]["tables"]
+    # the tables whose tier differs between the traced run's layout and the recommended one, by their codes
+    traced, recommended = (parse_layout(layout, WORKLOADS["tpch"]) for layout in ("None", result["layout"]))
+    moved = sorted(table for table in traced if traced[table] != recommended[table])
+    assert moved
+    assert sorted(step["table"] for step in plan["steps"]) == result["migration"]["tables"] == moved
+    tables = json.loads((layout_runs["None"] / "manifest.json").read_text())["layout"]["tables"]
     # each move takes the table's file from where the traced run had it
-    assert [line.split()[1] for line in (out / "migration.sh").read_text().splitlines() if line.startswith("move ")] \
+    assert [line.split()[1] for line in (tmp_path / "migration.sh").read_text().splitlines() if line.startswith("move ")] \
         == [tables[step["table"]]["path"] for step in plan["steps"]]
 
 
