@@ -34,11 +34,22 @@ def test_a_port_another_process_listens_on_is_refused_with_the_variables_that_ch
                               "use); give this tierlab root ports of its own (mysql_port_base, postgresql_port)")
 
 
-def test_a_port_nothing_listens_on_is_free():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server.require_free_port("postgresql-8k", port)
+def test_a_port_a_closed_connection_left_in_time_wait_is_free():
+    """A server stopped a moment ago leaves its port in TIME_WAIT, where a server started again can listen (both set
+    SO_REUSEADDR, as MariaDB and PostgreSQL do) though a plain bind is refused."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = listener.accept()
+            # the side that closes first holds TIME_WAIT
+            accepted.close()
+            client.recv(1)
+    with socket.socket() as plain, pytest.raises(OSError, match="Address already in use"):
+        plain.bind(("127.0.0.1", port))
+    assert server.require_free_port("postgresql-8k", port) is None
 
 
 def test_a_server_deaf_to_its_fast_shutdown_gets_the_immediate_one_and_its_children_left_in_its_group_are_killed(
