@@ -21,10 +21,11 @@ def _setup(tables: dict) -> tuple:
 
 
 def _cache_times(tables: dict) -> pd.DataFrame:
-    """Per cache size and query: the median time over the runs with their least and most, the cache's bytes."""
+    """Per cache policy, size and query: the median time over the runs with their least and most, the cache's
+    bytes (a run without a cache has a policy too, which it did not use)."""
     runs = tables["runs"][tables["runs"]["status"] == "ok"]
-    rows = tables["queries"].merge(runs[["run_id", "fast_cache", "fast_cache_bytes"]], on="run_id")
-    return rows.groupby(["fast_cache", "query"], sort=False).agg(
+    rows = tables["queries"].merge(runs[["run_id", "fast_cache_policy", "fast_cache", "fast_cache_bytes"]], on="run_id")
+    return rows.groupby(["fast_cache_policy", "fast_cache", "query"], sort=False).agg(
         seconds=("elapsed_s", "median"), low=("elapsed_min_s", "min"), high=("elapsed_max_s", "max"),
         cache_bytes=("fast_cache_bytes", "median")).reset_index()
 
@@ -55,8 +56,8 @@ def _against(cached: dict, placed: dict) -> list[dict]:
     layouts = placed["validation_layouts"].assign(
         placed_bytes=lambda frame: _placed_bytes(frame["layout"], sizes, study["workload"]))
     rows = []
-    for query in sorted(set(times["query"]) & set(layouts["query"])):
-        at = times[times["query"] == query].set_index("fast_cache")
+    for (policy, query), timed in times.groupby(["fast_cache_policy", "query"], sort=False):
+        at = timed.set_index("fast_cache")
         measured = layouts[layouts["query"] == query]
         bare = measured[measured["layout"] == "None"]
         if NOTHING not in at.index or bare.empty:
@@ -69,7 +70,7 @@ def _against(cached: dict, placed: dict) -> list[dict]:
             cache_x = _speedups(none_s, cache["seconds"], cache["low"], cache["high"])
             placement_x = _speedups(placement_none_s, best["measured_s"], best["measured_min_s"],
                                     best["measured_max_s"])
-            rows.append({"query": query, "policy": study["variables"].get("fast_cache_policy", ""),
+            rows.append({"query": query, "policy": policy,
                          "cache": size, "cache_bytes": int(cache["cache_bytes"]), "cache_s": cache["seconds"],
                          "cache_x": cache_x[0], "cache_x_low": cache_x[1], "cache_x_high": cache_x[2],
                          "placement": best["layout"], "placement_bytes": int(best["placed_bytes"]),
@@ -85,19 +86,20 @@ def cache_against_placement(studies: list[dict]) -> pd.DataFrame:
     query both timed (studies as read_gathered gives them)."""
     cached = [t for t in studies if t["study"]["study"]["name"].startswith("e3-cache") and "table_sizes" in t]
     placed = [t for t in studies if t["study"]["study"]["name"].startswith("validate-q") and "validation_layouts" in t]
-    return pd.DataFrame([row for cache in cached for placement in placed if _setup(cache) == _setup(placement)
-                         for row in _against(cache, placement)])
+    rows = [row for cache in cached for placement in placed if _setup(cache) == _setup(placement)
+            for row in _against(cache, placement)]
+    return pd.DataFrame(rows).sort_values(["query", "policy"], kind="stable") if rows else pd.DataFrame()
 
 
 def lines(compared: pd.DataFrame) -> list[str]:
     """A sentence per query and cache policy: at each cache size, the faster of the cache and the best placement
     that fits, with both speedups."""
+    verdicts = {"cache": "the cache", "placement": "placement", "tie": "a tie"}
     said = []
     for (query, policy), rows in compared.groupby(["query", "policy"], sort=False):
-        said.append(f"{query}, the {policy} cache: " + "; ".join(
-            f"at {row.cache} ({row.cache_bytes / 2**20:.0f} MiB) {row.faster if row.faster != 'tie' else 'a tie'}: "
-            f"cache {row.cache_x:.2f}x, {row.placement} placed {row.placement_x:.2f}x"
-            for row in rows.itertuples()))
+        said.append(f"{query}, the {policy} cache against placement: " + "; ".join(
+            f"{row.cache} ({row.cache_bytes / 2**20:.0f} MiB) {row.cache_x:.2f}x against {row.placement} placed "
+            f"{row.placement_x:.2f}x, {verdicts[row.faster]}" for row in rows.itertuples()))
     return said
 
 
