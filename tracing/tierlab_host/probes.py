@@ -160,8 +160,9 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
     cache["archives"].update({url: head(url) for url in asked})
     if unknown or asked:
         # apt's errors are not kept: the next probe asks again
-        record.write_state(CACHE_NAME, {"boot_id": boot_id, "packages_key": packages_key, "archives": cache["archives"],
-                      "packages": {name: answer for name, answer in cache["packages"].items() if "error" not in answer}})
+        record.write_state(CACHE_NAME, {
+            "boot_id": boot_id, "packages_key": packages_key, "archives": cache["archives"],
+            "packages": {name: answer for name, answer in cache["packages"].items() if "error" not in answer}})
     found_memory = memory()
     return {
         "host": os.uname().nodename, "boot_id": boot_id, "uid": os.geteuid(),

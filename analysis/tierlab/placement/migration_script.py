@@ -15,6 +15,7 @@ from pathlib import Path
 from ..catalog.engines import ENGINES
 from ..catalog.layout import CAPACITY, FAST
 from ..errors import RunDirError
+from ..runs.manifest import table_bytes
 from ..runs.observing import OBSERVED
 from ..runs.settings import human_bytes
 from .objects import relation_of, unit_kind
@@ -53,9 +54,10 @@ def migration_steps(tables: dict, start: dict[str, str], end: dict[str, str],
     and the target's sustained write rate (bytes_per_s): those leaving the fast tier first, so that the space they
     free is there before the tables that take it arrive; then by name."""
     moved = sorted((t for t in tables if start[t] != end[t]), key=lambda t: (start[t] != FAST, t))
+    sizes = table_bytes(tables)
     steps = []
     for table in moved:
-        size = int(tables[table].get("stored_bytes", tables[table]["size_bytes"]))
+        size = sizes[table]
         steps.append({"table": table, "kind": unit_kind(table, tables[table]), "from": start[table], "to": end[table],
                       "indexes": sorted({relation_of(f["object"]) for f in tables[table]["files"]
                                          if f["kind"] == "index"} - {table}),

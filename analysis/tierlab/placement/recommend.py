@@ -11,7 +11,7 @@ from ..catalog.layout import CAPACITY, FAST, parse_layout
 from ..catalog.workloads import workload_of
 from ..devices import cost_model, profiles
 from ..errors import InputError, RunDirError
-from ..runs.manifest import tiers_dilation
+from ..runs.manifest import table_bytes, tiers_dilation
 from ..runs.observing import OBSERVED
 from ..runs.results import read_table
 from ..runs.settings import human_bytes
@@ -175,8 +175,7 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
         if observed or workload.directory:
             return _recommend_objects(runs, traced, weights, capacity_bytes, profile_files, page_bytes, rates, show,
                                       from_layout, fast_location)
-        # what a table takes on a tier is what it stores there (manifests written before stored bytes have sizes)
-        table_bytes = {t: int(v.get("stored_bytes", v["size_bytes"])) for t, v in first["layout"]["tables"].items()}
+        sizes = table_bytes(first["layout"]["tables"])
         from_layout = from_layout or first["layout"]["name"]
         start = parse_layout(from_layout, workload)
         queries = []
@@ -184,7 +183,7 @@ def recommend(run_dirs: list[str], capacity_bytes: int, profiles_text: str | Non
             show(number, len(traced), f"{row['query']} to cost its layouts")
             requests, query = traced_query(run_dir, m, row, profile_files, weights[row["query"]])
             queries.append(query)
-        predicted = predict_layouts(queries, all_layouts(table_bytes), workload)
+        predicted = predict_layouts(queries, all_layouts(sizes), workload)
         curve = capacity_curve(predicted)
         capacities = sorted({int(c) for c in curve["capacity_bytes"] if c > 0} | {capacity_bytes})
         caches = []
@@ -223,7 +222,7 @@ def _recommend_objects(runs, traced, weights, capacity_bytes, profile_files, pag
     first = runs[0][1]
     observed = first["settings"]["workload"] == OBSERVED
     tables = _units(first)
-    unit_bytes = {u: int(v.get("stored_bytes", v["size_bytes"])) for u, v in tables.items()}
+    unit_bytes = table_bytes(tables)
     kinds = objects.unit_kinds(tables)
     movable = {unit for unit, kind in kinds.items() if kind in objects.MOVABLE_KINDS}
     nothing_fast = dict.fromkeys(tables, CAPACITY)

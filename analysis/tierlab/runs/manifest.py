@@ -21,6 +21,12 @@ FILE_KEYS = ("object", "kind", "path", "tier", "offset_bytes", "size_bytes", "st
 OBSERVED_FILE_KEYS = ("tablespace", "qualified")
 
 
+def table_bytes(tables: dict) -> dict[str, int]:
+    """What each table of a manifest's layout.tables (or unit) takes on a tier: what it stores there (manifests
+    written before stored bytes have its size)."""
+    return {name: int(table.get("stored_bytes", table["size_bytes"])) for name, table in tables.items()}
+
+
 def tiers_dilation(tiers: list[dict]) -> float | None:
     """How many times a run's modelled tiers stretched modelled time, from their calibration (None: no modelled
     tier); the same on every modelled tier of a host, and 1 for tiers calibrated before dilation existed."""

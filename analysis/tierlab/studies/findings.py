@@ -32,6 +32,7 @@ from ..errors import InputError, RunDirError
 from ..placement.recommend import recommend
 from ..placement.validate import CACHE_VARIABLES, LAYOUT_VARIABLES, validate
 from ..runs.devices import read_suite
+from ..runs.manifest import table_bytes
 from ..runs.results import per_query, read_manifest, read_tables
 from ..runs.settings import buffer_pool_bytes, human_bytes
 from .advise import SETTINGS, advise_study, statements
@@ -128,9 +129,8 @@ def _table_sizes(study_dir: Path, study: dict, runs: pd.DataFrame) -> pd.DataFra
     for key, rows in _by(runs[runs["status"] == "ok"], others):
         run_id = rows["run_id"].iloc[0]
         named = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
-        stored = read_manifest(study_dir / run_id)["layout"]["tables"]
-        sizes += [{**named, "run_id": run_id, "table": table, "stored_bytes": int(t.get("stored_bytes", t["size_bytes"]))}
-                  for table, t in stored.items()]
+        stored = table_bytes(read_manifest(study_dir / run_id)["layout"]["tables"])
+        sizes += [{**named, "run_id": run_id, "table": table, "stored_bytes": size} for table, size in stored.items()]
     return pd.DataFrame(sizes)
 
 
