@@ -4,7 +4,6 @@ dies."""
 import json
 import os
 import signal
-import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -97,20 +96,21 @@ def test_the_check_reports_each_tier_s_emulator_counters_read_after_its_jobs(che
 
 @pytest.mark.parametrize("tier", ["optane", "nand"])
 def test_tierlab_probe_measures_what_fio_measures_on_the_same_device(lab, tier):
-    """The self-check's jobs run by tierlab-probe give fio's figures: the median of five rounds, the two tools
-    taking turns in each, within 10% (the models' latencies are the bulk of each request's)."""
+    """The self-check's jobs run by tierlab-probe give fio's figures within 10%: five rounds, the two tools taking
+    turns in each, each tool's least disturbed round compared (as the device suite keeps it: the host's load
+    only adds to a request's latency, and CI's median rounds of the same device were 12% apart)."""
     (facts,) = [t for t in lab.tiers_check["tiers"] if t["name"] == tier]
     device, probe, span_bytes = facts["block_device"], str(Path(lab.root, "emulator", "tierlab-probe")), 256 << 20
     for rw, block_bytes, iodepth, figure in [("randread", 4096, 1, "p50"), ("read", 16384, 1, "p50"),
                                              ("randread", 16384, 32, "iops")]:
-        by_tool: dict[str, list[float]] = {"probe": [], "fio": []}
+        by_tool: dict[str, list[dict]] = {"probe": [], "fio": []}
         for _ in range(5):
-            found = json.loads(command([probe, device, rw, str(block_bytes), str(iodepth), "0.2", str(span_bytes)],
-                                       "tierlab-probe", 60).stdout)
-            by_tool["probe"].append(found["iops"] if figure == "iops" else found["lat_us"]["p50"])
-            read = fio.run_job(device, rw, block_bytes, iodepth, 0.2, span_bytes, ("--readonly",))["read"]
-            by_tool["fio"].append(read["iops"] if figure == "iops" else read["lat_us"]["p50"])
-        probe_figure, fio_figure = (statistics.median(values) for values in by_tool.values())
+            by_tool["probe"].append(json.loads(command(
+                [probe, device, rw, str(block_bytes), str(iodepth), "0.2", str(span_bytes)], "tierlab-probe", 60).stdout))
+            by_tool["fio"].append(fio.run_job(device, rw, block_bytes, iodepth, 0.2, span_bytes, ("--readonly",))["read"])
+        probe_round, fio_round = (fio.least_disturbed_round(rounds) for rounds in by_tool.values())
+        probe_figure, fio_figure = ((r["iops"] if figure == "iops" else r["lat_us"]["p50"])
+                                    for r in (probe_round, fio_round))
         assert abs(probe_figure / fio_figure - 1) <= 0.10, (rw, block_bytes, iodepth, figure, by_tool)
 
 
