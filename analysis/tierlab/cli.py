@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -52,11 +53,31 @@ def _progress():
     return show
 
 
+def _follow_windows(args) -> None:
+    """`tierlab analyze --follow`: each window of a run still going on as the query loop says its try ended."""
+    from .runs.analyze import analyze_window
+    from .runs.results import load_run
+
+    run = load_run(Path(args.run_dir))
+    for line in sys.stdin:
+        label = line.strip()
+        try:
+            print(analyze_window(run, label, args.stream_window, args.random_threshold, args.repeat_threshold,
+                                 args.tolerate_errors), flush=True)
+        except TierlabError as error:
+            # the analysis of the whole run reads this window from its trace again, and says what is wrong there
+            print(f"warning: {label} is left to the analysis of the whole run: {error}", file=sys.stderr, flush=True)
+
+
 def _analyze(args) -> None:
+    if args.follow:
+        _follow_windows(args)
+        return
     import pandas as pd
 
     from .placement.traced import device_profiles
     from .report.run import write_run_report
+    from .runs import window_store
     from .runs.analyze import analyze
     from .runs.results import cut_traces, load_run, write_tables
     from .traces.stats import suspect
@@ -80,6 +101,8 @@ def _analyze(args) -> None:
     context = manifest.build(run_dir, "auto", with_artifacts=False)
     for path in [requests_path, *write_tables(run_dir, tables), *write_run_report(run_dir / "report", context, tables)]:
         print(path)
+    # the windows analysed during the run are in requests.parquet and the tables now
+    shutil.rmtree(run_dir / window_store.DIRECTORY, ignore_errors=True)
     print(queries.to_string(index=False, columns=["query", "try", "status", "elapsed_s", "io_time_s", "rows"]))
 
 
@@ -330,6 +353,10 @@ def _run_commands(sub) -> None:
                    help=f"a query is random above this %% of random read pages (default {RANDOM_PCT_THRESHOLD:g})")
     p.add_argument("--repeat-threshold", type=REPEAT_THRESHOLD_ARG, default=REPEAT_THRESHOLD,
                    help=f"a query is repeated above this repeat access rate (default {REPEAT_THRESHOLD:g})")
+    p.add_argument("--follow", action="store_true",
+                   help="for a run still going on: read the labels of its traced tries (e.g. q03_try1) from standard "
+                        "input, a line each as each ends, and sum up each window, kept in tables/windows/ for the "
+                        "analysis of the whole run to take, until the input ends")
     p.set_defaults(func=_analyze)
     p = sub.add_parser("compare", help="put analyzed runs side by side (e.g. the layouts of the same queries)")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")

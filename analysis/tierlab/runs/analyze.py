@@ -10,22 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..catalog.analysis import RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, STREAM_WINDOW
-from ..devices import cost_model
 from ..devices import profiles as device_profiles
+from ..errors import RunDirError
 from ..metrics import observed
 from ..metrics.contract import contract
 from ..metrics.engine_view import engine_view
-from ..metrics.patterns import (
-    LATENCY_EDGES_US,
-    Pieces,
-    access_summary,
-    contention,
-    latency_histogram,
-    mark_sequential,
-    size_histogram,
-)
+from ..metrics.patterns import LATENCY_EDGES_US
 from ..metrics.throughput import throughput
 from ..traces.prefetch import prefetched, sink_on_thread
+from . import window_store
 from .observing import OBSERVED
 from .results import (
     QUERY_COLUMNS,
@@ -37,6 +30,7 @@ from .results import (
     read_plan_accesses,
     read_unit_counters,
 )
+from .window_summary import WindowParameters, summarize
 
 
 def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -> pd.DataFrame:
@@ -44,6 +38,13 @@ def _with_device_model(tier_metrics: pd.DataFrame, device_model: pd.DataFrame) -
     if tier_metrics.empty or device_model.empty:
         return tier_metrics
     return tier_metrics.merge(device_model, on=["query", "try", "tier"], how="left")
+
+
+def _request_table(requests: pd.DataFrame | pa.Table) -> pa.Table:
+    """A window's requests as requests.parquet keeps them (a kept window's are already)."""
+    if isinstance(requests, pa.Table):
+        return requests
+    return pa.Table.from_pandas(requests[REQUEST_SCHEMA.names], preserve_index=False).cast(REQUEST_SCHEMA)
 
 
 @contextmanager
@@ -58,9 +59,7 @@ def _requests_file(path: Path | None):
     # dictionary pages for the text columns only: numbers gain nothing from them and cost twice the time
     writer = pq.ParquetWriter(partial, REQUEST_SCHEMA, use_dictionary=[f.name for f in REQUEST_SCHEMA if f.type == TEXT])
     try:
-        with sink_on_thread(lambda requests: writer.write_table(
-                pa.Table.from_pandas(requests[REQUEST_SCHEMA.names], preserve_index=False).cast(REQUEST_SCHEMA)),
-                depth=1) as write:
+        with sink_on_thread(lambda requests: writer.write_table(_request_table(requests)), depth=1) as write:
             yield write
     except BaseException:
         writer.close()
@@ -70,52 +69,59 @@ def _requests_file(path: Path | None):
     partial.replace(path)
 
 
+def _windows(run: Run, parameters: WindowParameters, tolerate_errors: bool, progress):
+    """Each traced window in the run's order: the summary and requests kept of it while the run went on
+    (window_store) where they were made from what it has now, else the Window read from its trace."""
+    tries = run.traced()
+    kept = {row["label"] for row in tries if window_store.is_kept(run.path, row["label"],
+                                                                  window_store.key(run, row, parameters))}
+    unread = run.windows([row for row in tries if row["label"] not in kept], tolerate_errors)
+    for number, row in enumerate(tries, 1):
+        if progress:
+            progress(number, len(tries), row["label"] + (" (analysed during the run)" if row["label"] in kept else ""))
+        yield window_store.take(run.path, row["label"]) if row["label"] in kept else next(unread)
+
+
+def analyze_window(run: Run, label: str, stream_window: int = STREAM_WINDOW,
+                   random_threshold: float = RANDOM_PCT_THRESHOLD, repeat_threshold: float = REPEAT_THRESHOLD,
+                   tolerate_errors: bool = False) -> Path:
+    """One traced window of a run still going on, summed up and kept (window_store) for the analysis of the whole
+    run to take; the file it kept."""
+    parameters = WindowParameters.of(run, stream_window, random_threshold, repeat_threshold)
+    row = next((row for row in run.traced() if row["label"] == label), None)
+    if row is None:
+        raise RunDirError(f"{run.path}: raw/queries.jsonl has no traced try {label}")
+    (window,) = run.windows([row], tolerate_errors)
+    summary = summarize(window, parameters)
+    return window_store.keep(run.path, label, window_store.key(run, row, parameters), summary,
+                             _request_table(window.requests))
+
+
 def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: float = RANDOM_PCT_THRESHOLD,
             repeat_threshold: float = REPEAT_THRESHOLD, tolerate_errors: bool = False, progress=None,
             requests_path: Path | None = None, profiles: dict[str, Path] | None = None) -> dict[str, pd.DataFrame]:
     """tables/ of a run: queries, query_metrics, tier_metrics, table_metrics, size_histogram, read_latency,
     trace_counts, and the parameters the metrics were computed with. The traces are read one query window
-    at a time; each window's requests go to `requests_path` (parquet), if given, and are then let go.
+    at a time (a window analysed during the run is taken as it was kept); each window's requests go to
+    `requests_path` (parquet), if given, and are then let go.
     profiles: a device profile file per tier role that the contract judges that tier by (a real device's fitted
     by playbooks/devices.yml); by default the models the emulated tiers ran."""
-    page_bytes = run.settings["page_size_bytes"]
-    # runs from before fast_cache existed had none
-    fast_cache = run.settings.get("fast_cache_bytes", 0)
-    capacity_tier = next((t["name"] for t in run.tiers if t["role"] == "capacity"), None) if fast_cache else None
+    parameters = WindowParameters.of(run, stream_window, random_threshold, repeat_threshold)
     rows: dict[str, list] = {"query": [], "tier": [], "table": [], "size": [], "counts": []}
     latency: dict[str, np.ndarray] = {}
     # the next window is read (mostly compiled code and numpy) while this one is summed up and written
     with _requests_file(requests_path) as write:
-        for window in prefetched(run.windows(tolerate_errors, progress), depth=1):
-            requests = window.requests
-            requests["sequential"] = mark_sequential(requests, page_bytes, stream_window)
+        for window in prefetched(_windows(run, parameters, tolerate_errors, progress), depth=1):
+            summary, requests = (window if isinstance(window, tuple)
+                                 else (summarize(window, parameters), window.requests))
             write(requests)
-            rows["counts"].append(window.counts)
-            if requests.empty:
-                continue
-            key = {"query": window.query, "try": window.attempt}
-            pieces = Pieces.of(requests, page_bytes)
-            rows["query"].append({**key, **access_summary(pieces, random_threshold, repeat_threshold)})
-            if fast_cache:
-                # what the cost model says the capacity tier's emulated cache served, beside what it counted
-                rows["query"][-1]["cache_hit_pct_simulated"] = cost_model.device_cache_hit_pct(
-                    requests[requests["tier"] == capacity_tier], page_bytes, fast_cache, run.settings["fast_cache_policy"])
-            # groups by the categoricals' codes (their categories are sorted, so the groups come out sorted)
-            tiers, objects = requests["tier"].cat, requests["object"].cat
-            tier_codes, object_codes = tiers.codes.to_numpy()[pieces.row], objects.codes.to_numpy()[pieces.row]
-            for code in np.unique(tier_codes):
-                tier = tiers.categories[code]
-                part = pieces[tier_codes == code]
-                rows["tier"].append({**key, "tier": tier, **access_summary(part, random_threshold, repeat_threshold),
-                                     **contention(requests, (tiers.codes == code).to_numpy())})
-                rows["size"] += [{**key, "tier": tier, **bucket} for bucket in size_histogram(part).to_dict("records")]
-                latency[tier] = latency.get(tier, 0) + latency_histogram(part.latency_us[part.head & part.read])
-            pairs = object_codes.astype(np.int64) * len(tiers.categories) + tier_codes
-            for pair in np.unique(pairs):
-                part = pieces[pairs == pair]
-                rows["table"].append({**key, "object": objects.categories[pair // len(tiers.categories)],
-                                      "tier": tiers.categories[pair % len(tiers.categories)],
-                                      **access_summary(part, random_threshold, repeat_threshold)})
+            rows["counts"].append(summary.counts)
+            rows["query"] += summary.query
+            rows["tier"] += summary.tiers
+            rows["size"] += summary.sizes
+            rows["table"] += summary.tables
+            for tier, counts in summary.latency.items():
+                latency[tier] = latency.get(tier, 0) + counts
     trace_counts = pd.DataFrame(rows["counts"])
     queries = run.queries.copy()
     complete = {(r["query"], r["try"]): bool(r["trace_complete"]) for r in rows["counts"]}
@@ -154,7 +160,7 @@ def analyze(run: Run, stream_window: int = STREAM_WINDOW, random_threshold: floa
                                       for edge, count in zip(LATENCY_EDGES_US, counts, strict=True) if count],
                                      columns=["tier", "latency_le_us", "reads"]),
         "trace_counts": trace_counts,
-        "parameters": pd.DataFrame([{"page_size_bytes": page_bytes, "stream_window": stream_window,
+        "parameters": pd.DataFrame([{"page_size_bytes": parameters.page_bytes, "stream_window": stream_window,
                                      "random_threshold_pct": random_threshold, "repeat_threshold": repeat_threshold,
                                      **{f"profile_{tier}": source for tier, source in profile_sources.items()}}]),
         **_throughput_tables(run.path),

@@ -82,10 +82,11 @@ class Run:
         return {t["name"]: profiles.parse(t["profile"]["text"], f"{t['name']} in {self.path / 'raw' / 'tiers.json'}")
                 if (t.get("profile") or {}).get("text") else None for t in self.tiers}
 
-    def windows(self, tolerate_errors: bool = False, progress=None) -> Iterator[Window]:
-        """The traced query tries one at a time, so that memory follows the largest window, not the run;
-        `progress(done, total, label)` is called before each."""
-        traced = [row for row in read_query_rows(self.path)[["query", "try", "trace_files"]].to_dict("records")
+    def traced(self) -> list[dict]:
+        """The traced query tries in the run's order, each with its query, try, label and trace_files; refused
+        when a trace file one lists is missing."""
+        traced = [{**row, "label": f"{row['query']}_try{row['try']}"}
+                  for row in read_query_rows(self.path)[["query", "try", "trace_files"]].to_dict("records")
                   if row["trace_files"]]
         traces = self.path / "raw" / "traces"
         missing = [name for row in traced for name in row["trace_files"] if not (traces / name).is_file()]
@@ -94,14 +95,17 @@ class Run:
                               f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): they were moved or "
                               "deleted after the run; put them back, or remove those tries' rows from raw/queries.jsonl "
                               "and resume the run to measure them again")
-        extents = extent_table(_read_json(self.path / "raw" / "extents.json")["files"]) if traced else None
+        return traced
+
+    def windows(self, tries: list[dict] | None = None, tolerate_errors: bool = False) -> Iterator[Window]:
+        """The traced query tries (all of them, or those of `tries` as Run.traced gives them) one at a time, so that
+        memory follows the largest window, not the run."""
+        tries = self.traced() if tries is None else tries
+        extents = extent_table(_read_json(self.path / "raw" / "extents.json")["files"]) if tries else None
         tier_by_device = {t["device"]: t["name"] for t in self.tiers}
-        for number, row in enumerate(traced, 1):
-            label = f"{row['query']}_try{row['try']}"
-            if progress:
-                progress(number, len(traced), label)
+        for row in tries:
             trace = _read_window_trace(self.path, row["trace_files"], tolerate_errors)
-            start, end = _window(trace.markers, label)
+            start, end = _window(trace.markers, row["label"])
             inside = ((trace.requests["ts_s"] >= start) & (trace.requests["ts_s"] <= end)).to_numpy()
             requests = attribute(trace.requests[inside], extents, tier_by_device)
             requests["query"] = pd.Categorical.from_codes(np.zeros(len(requests), dtype=np.int8), [row["query"]])
@@ -113,7 +117,7 @@ class Run:
 
     def requests(self, tolerate_errors: bool = False) -> pd.DataFrame:
         """Every window's requests in one frame, for notebooks (the whole run in memory)."""
-        frames = [window.requests for window in self.windows(tolerate_errors)]
+        frames = [window.requests for window in self.windows(tolerate_errors=tolerate_errors)]
         return concat_requests(frames) if frames else pd.DataFrame(columns=REQUEST_SCHEMA.names)
 
 

@@ -109,6 +109,8 @@ def validate(values: dict, fast_tier_bytes: int | None = None, tier_filesystems:
     settings["retry_failed"] = BY_NAME["retry_failed"].kind.parse("retry_failed", values.get("retry_failed") or "false")
     if settings["retry_failed"] and not settings["resume"]:
         raise InputError("retry_failed=true retries the failed tries of a run being resumed: give resume=RUN_ID too")
+    settings["analyze_during_run"] = BY_NAME["analyze_during_run"].kind.parse(
+        "analyze_during_run", values.get("analyze_during_run") or BY_NAME["analyze_during_run"].default)
     settings["subquery_keys"] = _subquery_keys(settings, workload, engine.family)
     settings["corun_writer"] = CORUN_WRITER if settings.get("corun") == "writer" else None
     settings["scale"] = scale_name(settings)

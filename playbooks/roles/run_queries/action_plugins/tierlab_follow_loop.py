@@ -3,15 +3,22 @@ task for the whole loop. A task per try forked a controller worker and ran a mod
 query ran; here each poll is a `tail` of the lines not yet seen.
 
 Arguments: path (the host's run.log), pending (the labels of the tries the loop runs), jid (the loop's async job),
-try_timeout_s (how long a try may take before the loop counts as hung). Ends when the loop's job has ended after
+try_timeout_s (how long a try may take before the loop counts as hung), and analyze (optional: argv, results_dir,
+host_dir), the controller's `tierlab analyze --follow` that sums up each traced try's window while the next query
+runs: as a try ends its row and trace files are fetched from the host's run directory into the run's results
+directory and its label handed to that command, which the task waits for after the loop's `done` (the last
+window's analysis). Ends when the loop's job has ended after
 its `done`, with the job's record on the host removed (Ansible's async_status keeps one file per job there until
 asked to clean it up). Fails with the loop's own `failed: WHY`; when the loop's job ended without `done` (killed,
 or refused before its loop began), or failed after it, with what the job said; and when no try ends in
 try_timeout_s."""
 
+import json
 import re
 import shlex
+import subprocess
 import time
+from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -34,6 +41,67 @@ JOB_CHECK_S = 10.0
 JOB_END_S = 120.0
 
 
+# the window analysis' process is given this long to end after the loop's `done` (it sums up the last window)
+ANALYSIS_END_S = 600.0
+
+
+class _WindowAnalysis:
+    """The controller's `tierlab analyze --follow` beside the query loop, fed a traced try at a time."""
+
+    def __init__(self, action: ActionBase, argv: list[str], results_dir: str, host_dir: str):
+        self.action, self.results, self.host = action, Path(results_dir), host_dir
+        (self.results / "raw" / "traces").mkdir(parents=True, exist_ok=True)
+        self.fetched_extents = False
+        # why the windows stopped being handed on: the analysis after the last query reads the rest from their traces
+        self.broken = ""
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+
+    def _fetch(self, name: str) -> None:
+        self.action._connection.fetch_file(f"{self.host}/raw/{name}", str(self.results / "raw" / name))
+
+    def ended(self, label: str) -> None:
+        """A try has ended: its window handed on, unless an earlier one could not be (the run goes on either way)."""
+        if self.broken:
+            return
+        try:
+            self._hand_on(label)
+        except Exception as error:  # the run's measurements do not depend on it: said at the end
+            self.broken = f"{label} and the windows after it were not analysed during the run: {error}"
+
+    def _hand_on(self, label: str) -> None:
+        """The try's trace files (none for an untraced try) fetched, its label handed to the analysis."""
+        self._fetch("queries.jsonl")
+        rows = [json.loads(line) for line in (self.results / "raw" / "queries.jsonl").read_text().splitlines()
+                if line.strip()]
+        names = next((row.get("trace_files") or [] for row in reversed(rows)
+                      if f"{row['query']}_try{row['try']}" == label), [])
+        if not names:
+            return
+        if not self.fetched_extents:
+            self._fetch("extents.json")
+            self.fetched_extents = True
+        for name in names:
+            self._fetch(f"traces/{name}")
+        self.process.stdin.write(label + "\n")
+        self.process.stdin.flush()
+
+    def finish(self) -> str:
+        """Wait for the last window's analysis; what the analysis warned of, and why windows were not handed on."""
+        try:
+            _, said = self.process.communicate(timeout=ANALYSIS_END_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, said = self.process.communicate()
+            said += f"\nthe analysis of the windows did not end within {ANALYSIS_END_S:.0f} s of the loop's end"
+        return "\n".join(text for text in (said.strip(), self.broken) if text)
+
+    def stop(self) -> None:
+        """The loop failed: the analysis is ended (what it kept stays for the analysis of the whole run)."""
+        self.process.kill()
+        self.process.communicate()
+
+
 def _longer(wait: float) -> float:
     """The wait after a poll that found nothing new."""
     return min(POLL_S, 2 * wait)
@@ -41,7 +109,7 @@ def _longer(wait: float) -> float:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("path", "pending", "jid", "try_timeout_s"))
+    _VALID_ARGS = frozenset(("path", "pending", "jid", "try_timeout_s", "analyze"))
 
     def _new_lines(self, path: str, seen: int) -> list[str]:
         """The whole lines of path after its first `seen` (a line still being written waits for the next poll)."""
@@ -77,6 +145,25 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
+        analyze = self._task.args.get("analyze")
+        analysis = _WindowAnalysis(self, **analyze) if analyze else None
+        try:
+            result.update(self._follow(task_vars, analysis))
+        except BaseException:
+            if analysis:
+                analysis.stop()
+            raise
+        if analysis:
+            done = time.monotonic()
+            said = analysis.finish()
+            # how long the play waited after the loop's end for the last window's analysis
+            result["analysis_wait_s"] = round(time.monotonic() - done, 3)
+            if said:
+                display.warning(said)
+        return result
+
+    def _follow(self, task_vars: dict, analysis: _WindowAnalysis | None) -> dict:
+        """Follow the loop to its `done`: the tries that ended and the wall time, or the failure raised."""
         path, jid = self._task.args["path"], self._task.args["jid"]
         pending = list(self._task.args["pending"])
         try_timeout_s = float(self._task.args["try_timeout_s"])
@@ -99,8 +186,7 @@ class ActionModule(ActionBase):
                     if job.get("failed") or job.get("rc"):
                         raise AnsibleActionFail(f"the query loop said it was done, then failed (rc {job.get('rc')}): "
                                                 f"{self._said(job)}")
-                    result.update(changed=False, tries=ended, wall_s=round(time.monotonic() - started, 3))
-                    return result
+                    return {"changed": False, "tries": ended, "wall_s": round(time.monotonic() - started, 3)}
                 if line.startswith(FAILED):
                     self._ended_soon(jid, task_vars)
                     raise AnsibleActionFail(f"the query loop stopped: {line.removeprefix(FAILED)}")
@@ -114,6 +200,8 @@ class ActionModule(ActionBase):
                     f"{host}: {found['label']} ({ended} of {len(pending)}): {found['status']} in "
                     f"{float(found['elapsed_s']):.2f} s; about {round((now - started) / ended * (len(pending) - ended))} "
                     "s left (from the wall time of the tries so far)")
+                if analysis:
+                    analysis.ended(found["label"])
             if job is not None:
                 raise AnsibleActionFail(f"the query loop ended without saying it was done ({ended} of {len(pending)} "
                                         f"tries ended; rc {job.get('rc')}): {self._said(job)}")
