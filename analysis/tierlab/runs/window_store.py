@@ -1,4 +1,4 @@
-"""Query windows analysed while the run went on (`tierlab analyze --window`), kept in tables/windows/ until `tierlab
+"""Query windows analysed while the run went on (`tierlab analyze --follow`), kept in tables/windows/ until `tierlab
 analyze` takes them: each window's summary (<label>.json) and its requests (<label>.parquet). A kept window is
 taken only when it was made from the same trace files, extent map and tiers with the same parameters as the
 analysis that takes it; any other is analysed again from its trace."""
