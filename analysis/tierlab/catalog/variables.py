@@ -245,11 +245,12 @@ VARIABLES = (
              "with `resume`: each query some of whose tries ended in an error (`status` error: the server died under "
              "it, its client failed; not a timeout) runs again, as new tries numbered on from its last, until as "
              "many of its tries as `tries` ended otherwise. The failed rows are kept.", group="results"),
-    Variable("analyze_during_run", Bool(), "true",
-             "each traced query's window is summed up on the controller while the next query runs (`tierlab analyze "
-             "--follow`, its trace fetched from the host as the query ends, at the lowest CPU priority), so that the "
-             "run's tables and report are written within seconds of its last query; `false`: every window is read "
-             "after the last query, with nothing of the analysis beside a query.", group="results"),
+    Variable("analyze_during_run", Bool(), "false",
+             "`true`: each traced query's window is summed up on the controller while the next query runs (`tierlab "
+             "analyze --follow`, its trace fetched from the host as the query ends, at the lowest CPU priority), so "
+             "that the run's tables and report are written sooner after its last query; on a 2-core host it slowed "
+             "the query beside a large window by half (docs/measurements.md), so it is off unless asked for: every "
+             "window is then read after the last query.", group="results"),
     Variable("results_dir", Text(), "results",
              "where run directories are written, on the controller (`results` is the checkout's).", group="results"),
 )
