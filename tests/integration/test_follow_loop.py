@@ -7,6 +7,8 @@ import subprocess
 
 from lab import ANSIBLE_ENV, ROOT, TIERLAB, command
 
+from tiny_run import HEADER, line, read
+
 PLUGINS = ROOT / "playbooks" / "roles" / "run_queries" / "action_plugins"
 PLAYBOOK = """
 - hosts: localhost
@@ -73,13 +75,8 @@ def test_a_loop_that_says_nothing_for_longer_than_a_try_may_take_is_called_hung(
 
 def ftrace_window(label: str, start_s: float) -> str:
     """A raw-text ftrace window of two 16 KiB reads on device 7:1, between the query loop's markers."""
-    task = "        mariadbd-12033   [000] .....   {:.6f}: {}\n"
-    events = [(start_s, f"tracing_mark_write: tierlab start {label}")]
-    for n, sector in enumerate((0, 32)):
-        events += [(start_s + 0.1 * (n + 1), f"block_rq_issue: 7,1 R 16384 () {sector} + 32 be,0,4 [mariadbd]"),
-                   (start_s + 0.1 * (n + 1) + 0.0001, f"block_rq_complete: 7,1 R () {sector} + 32 be,0,4 [0]")]
-    events.append((start_s + 0.3, f"tracing_mark_write: tierlab end {label}"))
-    return "# tracer: nop\n#\n" + "".join(task.format(ts, event) for ts, event in events)
+    return (HEADER + line(start_s, f"tracing_mark_write: tierlab start {label}") + read(start_s + 0.1, 0)
+            + read(start_s + 0.2, 32) + line(start_s + 0.3, f"tracing_mark_write: tierlab end {label}"))
 
 
 def a_run_going_on(tmp_path):

@@ -1,4 +1,5 @@
-"""A run directory with one query (q03) traced through ftrace, and more if added, for tests of the analysis."""
+"""A run directory with one query (q03) traced through ftrace, and more if added: for the analysis' unit tests
+and the window analysis beside the query loop (integration)."""
 
 import json
 
