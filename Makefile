@@ -81,7 +81,7 @@ findings findings-quick: setup
 	  test -f $(FINDINGS_DIR)/$$name/study.json && echo $(FINDINGS_DIR)/$$name; done) && exit $$status
 
 lint: setup
-	$(BIN)/ruff check analysis tracing tests playbooks benchmarks
+	$(BIN)/ruff check --no-cache analysis tracing tests playbooks benchmarks
 
 # the unit tests first: a failure there stops the suite before the integration tests' minutes
 unit: setup $(VENV)/.test-deps

@@ -1,10 +1,9 @@
 """The parameters an analysis used are kept with its tables and stated in its report."""
 
-from tiny_run import line, make_run, read
-
 from tierlab.report.run import write_run_report
 from tierlab.runs.analyze import analyze
 from tierlab.runs.results import load_run, write_tables
+from tiny_run import line, make_run, read
 
 BODY = (line(1.0, "tracing_mark_write: tierlab start q03_try1") + read(1.1, 0) + read(1.2, 32)
         + line(1.3, "tracing_mark_write: tierlab end q03_try1"))

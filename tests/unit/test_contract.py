@@ -3,13 +3,13 @@ import math
 
 import pandas as pd
 import pytest
-from tiny_run import line, make_run, read
 
 from tierlab.devices import profiles as device_profile
 from tierlab.metrics.contract import RULES, contract
 from tierlab.report.run import contract_tables
 from tierlab.runs.analyze import analyze
 from tierlab.runs.results import load_run
+from tiny_run import line, make_run, read
 
 OPTANE, NAND = (device_profile.load(device_profile.profile_path(name)) for name in ("optane", "nand"))
 

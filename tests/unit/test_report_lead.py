@@ -3,7 +3,6 @@
 import pandas as pd
 import pytest
 from object_frames import CAPACITY, GIB, SIZED, TWO_STEPS, layout, metrics
-from tiny_run import line, make_run, read
 
 from tierlab.report.lead import (
     caveats,
@@ -18,6 +17,7 @@ from tierlab.report.objects import object_io
 from tierlab.report.run import write_run_report
 from tierlab.runs.analyze import analyze
 from tierlab.runs.results import load_run
+from tiny_run import line, make_run, read
 
 ROLES = {"optane": "fast", "nand": "capacity"}
 TIERS = [{"name": "optane", "role": "fast"}, {"name": "nand", "role": "capacity"}]

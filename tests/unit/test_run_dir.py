@@ -6,12 +6,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tiny_run import add_query, make_run, read
 
 from tierlab.cli import main
 from tierlab.errors import RunDirError
 from tierlab.runs.analyze import analyze
 from tierlab.runs.results import REQUEST_COLUMNS, load_run, request_chunks
+from tiny_run import add_query, make_run, read
 
 
 def run_dir(tmp_path, manifest_text: str):

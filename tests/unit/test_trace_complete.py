@@ -3,11 +3,11 @@
 import json
 
 import pytest
-from tiny_run import add_query, line, make_run, read
 
 from tierlab.cli import main
 from tierlab.runs.analyze import analyze
 from tierlab.runs.results import load_run
+from tiny_run import add_query, line, make_run, read
 
 
 @pytest.mark.parametrize(("end_marker", "complete"), [(True, True), (False, False)])

@@ -6,11 +6,11 @@ import json
 
 import pandas as pd
 import pyarrow.parquet as pq
-from tiny_run import add_query, line, make_run, read
 
 from tierlab.cli import main
 from tierlab.runs.analyze import analyze
 from tierlab.runs.results import load_run
+from tiny_run import add_query, line, make_run, read
 
 WINDOW = "tracing_mark_write: tierlab {} {}_try1"
 
