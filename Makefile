@@ -17,7 +17,7 @@ TRACE_LIBRARY := emulator/libtierlab-trace.so
 # sshd processes of their own; the package's own service is not started (policy-rc.d below)
 # fdisk (sfdisk), mariadb-server and postgresql-15: the instances the observation tests start themselves, outside
 # tierlab's roles, on a partitioned disk (tests/integration/own_instances.py)
-TEST_APT_PACKAGES := blktrace fio chromium fuse3 libfuse3-dev gcc make pkg-config btrfs-progs openssh-server sudo \
+TEST_APT_PACKAGES := blktrace fio chromium fuse3 liburing-dev gcc make btrfs-progs openssh-server sudo \
   fdisk mariadb-server postgresql-15
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg

@@ -19,9 +19,15 @@ threads, serving from its mapped backing file), and a loop device on that (the
 path the tiers take). Where the host has the haltpoll knob, the wake-ups: a
 read after 0.5 ms of idling (another tier's read, in a hybrid layout) against
 one back to back, with the vCPUs' halt polling at the host's own value and at
-tierlab's. Needs root, fio and libfuse3-dev; removes everything it made.
+tierlab's. Needs root, fio and liburing-dev; removes everything it made.
 
-    .venv/bin/python benchmarks/emulator.py --runtime-s 5
+All of it once per FUSE transport, the emulators serving through /dev/fuse
+and, where the kernel has it, through io_uring, bring-ups taking turns
+(`--rounds` each); last, the two side by side: the floor, the pass-through
+IOPS at 16 KiB and queue depth 32, the dilation each needed and got, and the
+self-check's verdicts.
+
+    .venv/bin/python benchmarks/emulator.py --runtime-s 5 --rounds 2
 """
 
 import argparse
@@ -40,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tracing"))
 from tierlab_host import fio, probe  # noqa: E402  (the agent is a directory, not an installed package)
-from tierlab_host.emulator import HALT_POLL_KNOB, control  # noqa: E402
+from tierlab_host.emulator import ENABLE_URING_KNOB, HALT_POLL_KNOB, control  # noqa: E402
 
 BENCH_ROOT = Path("/var/lib/tierlab-bench")
 DEVICE_BYTES = 1 << 30
@@ -158,20 +164,20 @@ def print_floor(p50: dict[tuple[str, int], float], woken: dict[tuple[str, str], 
             print(f"  halt polling {setting:<22} {gap:<18} {value:>7.1f}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runtime-s", type=float, default=5.0)
-    args = parser.parse_args()
-    subprocess.run(["make", "-s", "-C", str(ROOT / "emulator")], check=True)
+def measure(transport: str, runtime_s: float) -> dict:
+    """Everything above, with the emulators serving through one transport (dev or io_uring)."""
     bare_image = Path("/dev/shm/tierlab-bench-bare.img")
     bare_image.write_bytes(b"")
     os.truncate(bare_image, DEVICE_BYTES)
     bare = subprocess.run(["losetup", "--find", "--show", bare_image], check=True, capture_output=True,
                           text=True).stdout.strip()
-    specs = tier_specs()
+    specs = [{**spec, "transport": "auto" if transport == "io_uring" else "dev"} for spec in tier_specs()]
     host_poll_ns = int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None
     try:
         facts = agent_on("tiers-up", specs)["tiers"]
+        served = {t["calibration"]["transport"] for t in facts}
+        if served != {transport}:
+            raise SystemExit(f"asked for {transport}, the emulators served through {', '.join(sorted(served))}")
         devices = {"bare loop (RAM)": bare, **{t["name"]: t["block_device"] for t in facts}}
         (passthrough,) = [spec for spec in specs if spec["name"] == "passthrough"]
         control(passthrough, "model off")
@@ -191,7 +197,7 @@ def main() -> None:
         results = {}
         for name, device in devices.items():
             fio.touch(device, SPAN_BYTES)
-            results[name] = [fio.run_job(device, "randread", 4096, depth, args.runtime_s, SPAN_BYTES, ("--readonly",))["read"]
+            results[name] = [fio.run_job(device, "randread", 4096, depth, runtime_s, SPAN_BYTES, ("--readonly",))["read"]
                              for depth in (1, 32)]
         check = agent_on("tiers-check", [s for s in specs if s["name"] != "passthrough"], "--runtime-s", "2")
     finally:
@@ -200,7 +206,14 @@ def main() -> None:
         shutil.rmtree(BENCH_ROOT, ignore_errors=True)
         subprocess.run(["losetup", "-d", bare], check=False)
         bare_image.unlink(missing_ok=True)
-    print(f"\n4 KiB random reads, {args.runtime_s:g} s per job, fio libaio O_DIRECT")
+    (calibration,) = [t["calibration"] for t in facts if t["name"] == "nand"]
+    return {"results": results, "calibration": calibration, "check": check, "p50": p50, "woken": woken}
+
+
+def print_measured(transport: str, measured: dict, runtime_s: float) -> None:
+    results, calibration, check = measured["results"], measured["calibration"], measured["check"]
+    print(f"\n=== the emulators serving through {transport}")
+    print(f"\n4 KiB random reads, {runtime_s:g} s per job, fio libaio O_DIRECT")
     print(f"{'device':<18} {'QD1 IOPS':>9} {'p50 us':>7} {'p99 us':>7} {'QD32 IOPS':>10} {'p50 us':>8} {'p99 us':>8}")
     for name, (qd1, qd32) in results.items():
         print(f"{name:<18} {qd1['iops']:>9.0f} {qd1['lat_us']['p50']:>7.1f} {qd1['lat_us']['p99']:>7.1f} "
@@ -208,7 +221,6 @@ def main() -> None:
     added = results["passthrough"][0]["lat_us"]["p50"] - results["bare loop (RAM)"][0]["lat_us"]["p50"]
     print(f"\nadded p50 at QD1 (passthrough - bare): {added:.1f} us (target <= 30)")
     print(f"passthrough IOPS at QD32: {results['passthrough'][1]['iops']:.0f} (target >= 50000)")
-    (calibration,) = [t["calibration"] for t in facts if t["name"] == "nand"]
     print(f"host floor (pass-through p50 at QD1): {calibration['passthrough_p50_us']['4096']} us at 4 KiB, "
           f"{calibration['passthrough_p50_us']['65536']} us at 64 KiB; {calibration['passthrough_iops_16k_qd32']:.0f} IOPS "
           "at 16 KiB QD32")
@@ -219,7 +231,37 @@ def main() -> None:
     print(f"\nfidelity: {check['fidelity']['verdict']} (target: faithful)")
     for reason in check["fidelity"]["reasons"]:
         print(f"  {reason}")
-    print_floor(p50, woken)
+    print_floor(measured["p50"], measured["woken"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime-s", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="bring-ups per transport, taking turns (the host drifts from minute to minute)")
+    args = parser.parse_args()
+    subprocess.run(["make", "-s", "-C", str(ROOT / "emulator")], check=True)
+    # each bring-up's teardown restores fuse's enable_uring (the agent records it)
+    transports = ["dev", "io_uring"] if ENABLE_URING_KNOB.exists() else ["dev"]
+    measured: dict[str, list[dict]] = {t: [] for t in transports}
+    for _ in range(args.rounds):
+        for transport in transports:
+            measured[transport].append(measure(transport, args.runtime_s))
+    for transport, rounds in measured.items():
+        for one in rounds:
+            print_measured(transport, one, args.runtime_s)
+    print(f"\nthe two paths side by side (median of {args.rounds} bring-up(s) each, taking turns)")
+    figures = {"floor 4 KiB": lambda m: m["calibration"]["passthrough_p50_us"]["4096"],
+               "floor 64 KiB": lambda m: m["calibration"]["passthrough_p50_us"]["65536"],
+               "loop on FUSE 4 KiB": lambda m: m["p50"]["loop on FUSE file", 4096],
+               "IOPS 16K QD32": lambda m: m["calibration"]["passthrough_iops_16k_qd32"],
+               "k needed": lambda m: m["calibration"]["dilation_needed_by_host"],
+               "k": lambda m: m["check"]["dilation"]}
+    print(f"{'transport':<10}" + "".join(f" {name:>18}" for name in figures) + "  fidelity")
+    for transport, rounds in measured.items():
+        medians = [statistics.median(figure(one) for one in rounds) for figure in figures.values()]
+        print(f"{transport:<10}" + "".join(f" {value:>18.2f}" for value in medians) + "  "
+              + ", ".join(one["check"]["fidelity"]["verdict"] for one in rounds))
 
 
 if __name__ == "__main__":

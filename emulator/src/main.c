@@ -8,15 +8,13 @@
  * from standard input, for tests; `--job` runs it alone under a closed loop
  * of a fixed queue depth, as fio would drive the device, for the self-check's
  * targets. */
-#define FUSE_USE_VERSION 312
 #define _GNU_SOURCE
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <linux/fuse.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +27,7 @@
 #include "cache.h"
 #include "model.h"
 #include "profile.h"
+#include "session.h"
 
 enum { INO_ROOT = 1, INO_DEVICE, INO_STATS, INO_CONTROL };
 
@@ -73,14 +72,6 @@ struct emulator {
 
 static struct emulator emu = {.lock = PTHREAD_MUTEX_INITIALIZER, .model_enabled = 1, .dilation = 1.0};
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_until(uint64_t due_ns)
 {
 	struct timespec ts = {.tv_sec = due_ns / 1000000000u, .tv_nsec = due_ns % 1000000000u};
@@ -112,110 +103,100 @@ static uint64_t measure_timer_overshoot(void)
 	return late[ROUNDS / 2];
 }
 
-static void fill_attr(fuse_ino_t ino, struct stat *st)
+static void fill_attr(uint64_t ino, struct fuse_attr *attr)
 {
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	st->st_nlink = 1;
+	memset(attr, 0, sizeof(*attr));
+	attr->ino = ino;
+	attr->nlink = 1;
+	attr->blksize = 4096;
 	if (ino == INO_ROOT) {
-		st->st_mode = S_IFDIR | 0755;
-		st->st_nlink = 2;
+		attr->mode = S_IFDIR | 0755;
+		attr->nlink = 2;
 	} else if (ino == INO_DEVICE) {
-		st->st_mode = S_IFREG | 0600;
-		st->st_size = (off_t)emu.size;
-		st->st_blocks = (blkcnt_t)(emu.size / 512);
+		attr->mode = S_IFREG | 0600;
+		attr->size = emu.size;
+		attr->blocks = emu.size / 512;
 	} else if (ino == INO_STATS) {
-		st->st_mode = S_IFREG | 0444;
+		attr->mode = S_IFREG | 0444;
 	} else {
-		st->st_mode = S_IFREG | 0200;
+		attr->mode = S_IFREG | 0200;
 	}
 }
 
-static void op_init(void *userdata, struct fuse_conn_info *conn)
-{
-	(void)userdata;
-	conn->max_write = 1u << 20;
-	/* loop's direct I/O is asynchronous: FUSE lets only max_background such
-	 * requests reach the daemon at once, and the model's queues need depth */
-	conn->max_background = 256;
-	conn->congestion_threshold = 192;
-	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-	if (conn->capable & FUSE_CAP_ASYNC_DIO)
-		conn->want |= FUSE_CAP_ASYNC_DIO;
-}
+/* names and attributes never change while the emulator serves */
+enum { VALID_S = 3600 };
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void op_lookup(const struct fuse_request *req)
 {
-	struct fuse_entry_param e;
-	fuse_ino_t ino;
+	struct fuse_entry_out out = {.entry_valid = VALID_S, .attr_valid = VALID_S};
+	uint64_t ino;
 
-	if (parent != INO_ROOT) {
-		fuse_reply_err(req, ENOENT);
+	if (req->nodeid != INO_ROOT || req->payload_size == 0 || ((const char *)req->payload)[req->payload_size - 1]) {
+		session_reply(&req->to, ENOENT, NULL, 0);
 		return;
 	}
 	for (ino = INO_DEVICE; ino <= INO_CONTROL; ino++)
-		if (strcmp(name, file_names[ino]) == 0)
+		if (strcmp(req->payload, file_names[ino]) == 0)
 			break;
 	if (ino > INO_CONTROL) {
-		fuse_reply_err(req, ENOENT);
+		session_reply(&req->to, ENOENT, NULL, 0);
 		return;
 	}
-	memset(&e, 0, sizeof(e));
-	e.ino = ino;
-	e.attr_timeout = 3600;
-	e.entry_timeout = 3600;
-	fill_attr(ino, &e.attr);
-	fuse_reply_entry(req, &e);
+	out.nodeid = ino;
+	fill_attr(ino, &out.attr);
+	session_reply(&req->to, 0, &out, sizeof(out));
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_getattr(const struct fuse_request *req)
 {
-	struct stat st;
+	struct fuse_attr_out out = {.attr_valid = VALID_S};
 
-	(void)fi;
-	if (ino < INO_ROOT || ino > INO_CONTROL) {
-		fuse_reply_err(req, ENOENT);
+	if (req->nodeid < INO_ROOT || req->nodeid > INO_CONTROL) {
+		session_reply(&req->to, ENOENT, NULL, 0);
 		return;
 	}
-	fill_attr(ino, &st);
-	fuse_reply_attr(req, &st, 3600);
+	fill_attr(req->nodeid, &out.attr);
+	session_reply(&req->to, 0, &out, sizeof(out));
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+static void op_readdir(const struct fuse_request *req)
 {
+	const struct fuse_read_in *in = req->arg;
 	char buf[1024];
 	size_t used = 0;
-	fuse_ino_t i;
-	struct stat st;
+	uint64_t i;
 
-	(void)fi;
-	if (ino != INO_ROOT) {
-		fuse_reply_err(req, ENOTDIR);
+	if (req->nodeid != INO_ROOT) {
+		session_reply(&req->to, ENOTDIR, NULL, 0);
 		return;
 	}
-	for (i = INO_DEVICE + (fuse_ino_t)off; i <= INO_CONTROL; i++) {
-		size_t need;
+	for (i = INO_DEVICE + in->offset; i <= INO_CONTROL; i++) {
+		size_t namelen = strlen(file_names[i]), need = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + namelen);
+		struct fuse_dirent *d = (struct fuse_dirent *)(buf + used);
 
-		fill_attr(i, &st);
-		need = fuse_add_direntry(req, buf + used, sizeof(buf) - used, file_names[i], &st,
-					 (off_t)(i - INO_DEVICE + 1));
-		if (used + need > size || used + need > sizeof(buf))
+		if (used + need > in->size || used + need > sizeof(buf))
 			break;
+		memset(d, 0, need);
+		d->ino = i;
+		d->off = i - INO_DEVICE + 1;
+		d->namelen = (uint32_t)namelen;
+		d->type = S_IFREG >> 12;
+		memcpy(d->name, file_names[i], namelen);
 		used += need;
 	}
-	fuse_reply_buf(req, buf, used);
+	session_reply(&req->to, 0, buf, used);
 }
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_open(const struct fuse_request *req)
 {
-	if (ino == INO_ROOT) {
-		fuse_reply_err(req, EISDIR);
+	/* every request must reach the model: no page cache in front of it */
+	struct fuse_open_out out = {.open_flags = FOPEN_DIRECT_IO};
+
+	if (req->nodeid == INO_ROOT) {
+		session_reply(&req->to, EISDIR, NULL, 0);
 		return;
 	}
-	/* every request must reach the model: no page cache in front of it */
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	fuse_reply_open(req, fi);
+	session_reply(&req->to, 0, &out, sizeof(out));
 }
 
 /* The host's own cost of a request of this modelled latency and size. */
@@ -278,139 +259,6 @@ static uint64_t model_due(enum model_op op, off_t off, size_t size)
 	return due;
 }
 
-/* Replies wait in a heap ordered by due time; one thread sends them when due,
- * so a worker never sleeps and requests due together cost one wake-up. */
-struct pending {
-	uint64_t due_ns;
-	fuse_req_t req;
-	const char *data; /* a read's data; NULL for a write */
-	size_t size;
-};
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	struct pending *heap;
-	size_t count, capacity;
-	int stop;
-} replies = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void send_reply(const struct pending *p)
-{
-	if (p->data)
-		fuse_reply_buf(p->req, p->data, p->size);
-	else
-		fuse_reply_write(p->req, p->size);
-}
-
-static void heap_swap(size_t a, size_t b)
-{
-	struct pending t = replies.heap[a];
-
-	replies.heap[a] = replies.heap[b];
-	replies.heap[b] = t;
-}
-
-static int heap_push(const struct pending *p)
-{
-	size_t i;
-
-	if (replies.count == replies.capacity) {
-		size_t capacity = replies.capacity ? 2 * replies.capacity : 256;
-		struct pending *grown = realloc(replies.heap, capacity * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		replies.heap = grown;
-		replies.capacity = capacity;
-	}
-	i = replies.count++;
-	replies.heap[i] = *p;
-	while (i > 0 && replies.heap[(i - 1) / 2].due_ns > replies.heap[i].due_ns) {
-		heap_swap(i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-	return 0;
-}
-
-static struct pending heap_pop(void)
-{
-	struct pending top = replies.heap[0];
-	size_t i = 0;
-
-	replies.heap[0] = replies.heap[--replies.count];
-	for (;;) {
-		size_t least = i, l = 2 * i + 1, r = 2 * i + 2;
-
-		if (l < replies.count && replies.heap[l].due_ns < replies.heap[least].due_ns)
-			least = l;
-		if (r < replies.count && replies.heap[r].due_ns < replies.heap[least].due_ns)
-			least = r;
-		if (least == i)
-			return top;
-		heap_swap(i, least);
-		i = least;
-	}
-}
-
-static void reply_when_due(fuse_req_t req, uint64_t due_ns, const char *data, size_t size)
-{
-	struct pending p = {.due_ns = due_ns, .req = req, .data = data, .size = size};
-	int queued;
-
-	if (due_ns <= mono_ns()) {
-		send_reply(&p);
-		return;
-	}
-	pthread_mutex_lock(&replies.lock);
-	queued = heap_push(&p) == 0;
-	if (queued && replies.heap[0].req == req)
-		pthread_cond_signal(&replies.wake);
-	pthread_mutex_unlock(&replies.lock);
-	if (!queued)
-		send_reply(&p); /* out of memory for the heap: late rather than lost */
-}
-
-/* Sleeps until shortly before the next reply is due, then polls (yielding the
- * CPU to anything runnable) so that the reply leaves on time even when the
- * sleep let the CPU halt. */
-static void *completer(void *arg)
-{
-	uint64_t poll_ns = emu.timer_overshoot_ns + 5000;
-
-	(void)arg;
-	pthread_mutex_lock(&replies.lock);
-	while (!replies.stop || replies.count > 0) {
-		struct pending p;
-		uint64_t due, now;
-
-		if (replies.count == 0) {
-			pthread_cond_wait(&replies.wake, &replies.lock);
-			continue;
-		}
-		due = replies.heap[0].due_ns;
-		now = mono_ns();
-		if (!replies.stop && due > now + poll_ns) {
-			struct timespec ts = {.tv_sec = (due - poll_ns) / 1000000000u,
-					      .tv_nsec = (due - poll_ns) % 1000000000u};
-			pthread_cond_timedwait(&replies.wake, &replies.lock, &ts);
-			continue;
-		}
-		if (!replies.stop && due > now) {
-			pthread_mutex_unlock(&replies.lock);
-			sched_yield();
-			pthread_mutex_lock(&replies.lock);
-			continue;
-		}
-		p = heap_pop();
-		pthread_mutex_unlock(&replies.lock);
-		send_reply(&p);
-		pthread_mutex_lock(&replies.lock);
-	}
-	pthread_mutex_unlock(&replies.lock);
-	return NULL;
-}
-
 static int in_device(off_t off, size_t size)
 {
 	return off >= 0 && (uint64_t)off <= emu.size && size <= emu.size - (uint64_t)off;
@@ -422,13 +270,13 @@ static int stats_json(char *buf, size_t len)
 
 	pthread_mutex_lock(&emu.lock);
 	n = snprintf(buf, len,
-		     "{\"model\": \"%s\", \"profile\": \"%s\", \"device_bytes\": %" PRIu64
+		     "{\"model\": \"%s\", \"profile\": \"%s\", \"transport\": \"%s\", \"device_bytes\": %" PRIu64
 		     ", \"model_enabled\": %s, \"dilation\": %.3f, \"overhead_fixed_us\": %.3f, \"overhead_per_kib_us\": %.4f"
 		     ", \"miss_us\": [[%.1f, %.3f], [%.1f, %.3f]]"
 		     ", \"timer_overshoot_us\": %.3f, \"uptime_s\": %.3f, \"late\": %" PRIu64
 		     ", \"interfered_reads\": %" PRIu64 ", \"flushes\": %" PRIu64 ", \"discards\": %" PRIu64
 		     ", \"classes\": {",
-		     emu.model.p.name, emu.profile_path, emu.size, emu.model_enabled ? "true" : "false", emu.dilation,
+		     emu.model.p.name, emu.profile_path, session_transport_names[session_transport()], emu.size, emu.model_enabled ? "true" : "false", emu.dilation,
 		     emu.overhead_fixed_ns / 1000.0, emu.overhead_per_kib_ns / 1000.0,
 		     emu.miss_short_at_ns / 1000.0, emu.miss_short_ns / 1000.0, emu.miss_long_at_ns / 1000.0,
 		     emu.miss_long_ns / 1000.0,
@@ -454,30 +302,32 @@ static int stats_json(char *buf, size_t len)
 	return n < (int)len ? n : -1;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+static void op_read(const struct fuse_request *req)
 {
-	(void)fi;
-	if (ino == INO_STATS) {
+	const struct fuse_read_in *in = req->arg;
+	uint64_t off = in->offset, size = in->size;
+
+	if (req->nodeid == INO_STATS) {
 		char buf[4096];
 		int n = stats_json(buf, sizeof(buf));
 
-		if (n < 0 || off >= n)
-			fuse_reply_buf(req, NULL, 0);
+		if (n < 0 || off >= (uint64_t)n)
+			session_reply(&req->to, 0, NULL, 0);
 		else
-			fuse_reply_buf(req, buf + off, (size_t)n - (size_t)off < size ? (size_t)n - (size_t)off : size);
+			session_reply(&req->to, 0, buf + off, (uint64_t)n - off < size ? (uint64_t)n - off : size);
 		return;
 	}
-	if (ino != INO_DEVICE) {
-		fuse_reply_err(req, EBADF);
+	if (req->nodeid != INO_DEVICE) {
+		session_reply(&req->to, EBADF, NULL, 0);
 		return;
 	}
-	if ((uint64_t)off >= emu.size) {
-		fuse_reply_buf(req, NULL, 0);
+	if (off >= emu.size) {
+		session_reply(&req->to, 0, NULL, 0);
 		return;
 	}
-	if (size > emu.size - (uint64_t)off)
-		size = emu.size - (uint64_t)off;
-	reply_when_due(req, model_due(MODEL_READ, off, size), emu.map + off, size);
+	if (size > emu.size - off)
+		size = emu.size - off;
+	session_reply_at(&req->to, model_due(MODEL_READ, (off_t)off, size), 0, emu.map + off, size);
 }
 
 /* A cache of this device, empty, as `CAPACITY_BYTES PAGE_BYTES POLICY` says;
@@ -578,86 +428,116 @@ static int control(const char *buf, size_t size)
 	return EINVAL;
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		     struct fuse_file_info *fi)
+static void op_write(const struct fuse_request *req)
 {
+	const struct fuse_write_in *in = req->arg;
+	struct fuse_write_out out = {.size = in->size};
 	int err;
 
-	(void)fi;
-	if (ino == INO_CONTROL) {
-		err = control(buf, size);
-		if (err)
-			fuse_reply_err(req, err);
-		else
-			fuse_reply_write(req, size);
+	if (req->payload_size < in->size) {
+		session_reply(&req->to, EINVAL, NULL, 0);
 		return;
 	}
-	if (ino != INO_DEVICE) {
-		fuse_reply_err(req, EBADF);
+	if (req->nodeid == INO_CONTROL) {
+		err = control(req->payload, in->size);
+		session_reply(&req->to, err, &out, sizeof(out));
 		return;
 	}
-	if (!in_device(off, size)) {
-		fuse_reply_err(req, ENOSPC);
+	if (req->nodeid != INO_DEVICE) {
+		session_reply(&req->to, EBADF, NULL, 0);
 		return;
 	}
-	memcpy(emu.map + off, buf, size);
-	reply_when_due(req, model_due(MODEL_WRITE, off, size), NULL, size);
+	if (!in_device((off_t)in->offset, in->size)) {
+		session_reply(&req->to, ENOSPC, NULL, 0);
+		return;
+	}
+	memcpy(emu.map + in->offset, req->payload, in->size);
+	session_reply_at(&req->to, model_due(MODEL_WRITE, (off_t)in->offset, in->size), 0, &out, sizeof(out));
 }
-
 /* The modelled devices have power-loss-protected caches: a flush costs nothing. */
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+static void op_fsync(const struct fuse_request *req)
 {
-	(void)ino;
-	(void)datasync;
-	(void)fi;
 	pthread_mutex_lock(&emu.lock);
 	emu.flushes++;
 	pthread_mutex_unlock(&emu.lock);
-	fuse_reply_err(req, 0);
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
+	session_reply(&req->to, 0, NULL, 0);
 }
 
 /* Discards (mkfs, fstrim) free the backing blocks. */
-static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
-			 struct fuse_file_info *fi)
+static void op_fallocate(const struct fuse_request *req)
 {
-	(void)fi;
-	if (ino != INO_DEVICE || !(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
-		fuse_reply_err(req, EOPNOTSUPP);
+	const struct fuse_fallocate_in *in = req->arg;
+
+	if (req->nodeid != INO_DEVICE || !(in->mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
+		session_reply(&req->to, EOPNOTSUPP, NULL, 0);
 		return;
 	}
-	if (!in_device(off, (size_t)len)) {
-		fuse_reply_err(req, EINVAL);
+	if (!in_device((off_t)in->offset, in->length)) {
+		session_reply(&req->to, EINVAL, NULL, 0);
 		return;
 	}
-	if (fallocate(emu.backing_fd, mode | FALLOC_FL_KEEP_SIZE, off, len) != 0) {
-		fuse_reply_err(req, errno);
+	if (fallocate(emu.backing_fd, (int)in->mode | FALLOC_FL_KEEP_SIZE, (off_t)in->offset, (off_t)in->length) != 0) {
+		session_reply(&req->to, errno, NULL, 0);
 		return;
 	}
 	pthread_mutex_lock(&emu.lock);
 	emu.discards++;
 	pthread_mutex_unlock(&emu.lock);
-	fuse_reply_err(req, 0);
+	session_reply(&req->to, 0, NULL, 0);
 }
 
-static const struct fuse_lowlevel_ops ops = {
-	.init = op_init,
-	.lookup = op_lookup,
-	.getattr = op_getattr,
-	.readdir = op_readdir,
-	.open = op_open,
-	.read = op_read,
-	.write = op_write,
-	.fsync = op_fsync,
-	.flush = op_flush,
-	.fallocate = op_fallocate,
-};
+static void op_statfs(const struct fuse_request *req)
+{
+	struct fuse_statfs_out out = {.st = {.blocks = emu.size / 4096, .bsize = 4096, .frsize = 4096, .namelen = 255}};
+
+	session_reply(&req->to, 0, &out, sizeof(out));
+}
+
+static void handle(const struct fuse_request *req)
+{
+	struct fuse_open_out opened = {0};
+
+	switch (req->opcode) {
+	case FUSE_LOOKUP:
+		op_lookup(req);
+		return;
+	case FUSE_GETATTR:
+		op_getattr(req);
+		return;
+	case FUSE_OPEN:
+		op_open(req);
+		return;
+	case FUSE_OPENDIR:
+		session_reply(&req->to, 0, &opened, sizeof(opened));
+		return;
+	case FUSE_READDIR:
+		op_readdir(req);
+		return;
+	case FUSE_READ:
+		op_read(req);
+		return;
+	case FUSE_WRITE:
+		op_write(req);
+		return;
+	case FUSE_FSYNC:
+		op_fsync(req);
+		return;
+	case FUSE_FALLOCATE:
+		op_fallocate(req);
+		return;
+	case FUSE_STATFS:
+		op_statfs(req);
+		return;
+	case FUSE_FLUSH:
+	case FUSE_RELEASE:
+	case FUSE_RELEASEDIR:
+	case FUSE_FSYNCDIR:
+		session_reply(&req->to, 0, NULL, 0);
+		return;
+	default:
+		session_reply(&req->to, ENOSYS, NULL, 0);
+	}
+}
 
 /* Lines `AT_US r|w OFFSET LENGTH` in; the model's decision for each out. */
 struct sim_request {
@@ -830,22 +710,18 @@ static int job(const struct model_params *p, const char *rw, uint64_t block_byte
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: tierlab-emu --profile FILE [--cache-profile FILE] --backing FILE MOUNTPOINT\n"
+	fprintf(stderr, "usage: tierlab-emu --profile FILE [--cache-profile FILE] [--transport dev|io_uring] --backing FILE "
+			"MOUNTPOINT\n"
 			"       tierlab-emu --profile FILE [--cache-profile FILE --cache CAPACITY_BYTES PAGE_BYTES "
 			"lru|admitting] --simulate < requests\n"
 			"       tierlab-emu --profile FILE --job read|randread|write|randwrite BLOCK_BYTES IODEPTH\n");
 }
 
-static int serve(const char *backing, const char *mountpoint, const struct model_params *p)
+static int serve(const char *backing, const char *mountpoint, const struct model_params *p,
+		 enum session_transport transport)
 {
-	char *argv[] = {"tierlab-emu", "-o", "allow_other,fsname=tierlab-emu,subtype=tierlab", NULL};
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-	struct fuse_session *se;
-	struct fuse_loop_config *cfg;
-	pthread_condattr_t cond_attr;
-	pthread_t completer_thread;
 	struct stat st;
-	int ret = 1;
+	int ret;
 
 	emu.backing_fd = open(backing, O_RDWR);
 	if (emu.backing_fd < 0 || fstat(emu.backing_fd, &st) != 0) {
@@ -867,46 +743,15 @@ static int serve(const char *backing, const char *mountpoint, const struct model
 	}
 	model_init(&emu.model, p);
 	emu.epoch_ns = mono_ns();
-	pthread_condattr_init(&cond_attr);
-	pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&replies.wake, &cond_attr);
 	prctl(PR_SET_TIMERSLACK, 1UL);
 	emu.timer_overshoot_ns = measure_timer_overshoot();
 	emu.started_ns = mono_ns();
-
-	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
-	if (!se)
-		return 1;
-	if (fuse_set_signal_handlers(se) != 0)
-		goto out_session;
-	if (fuse_session_mount(se, mountpoint) != 0)
-		goto out_signals;
-	cfg = fuse_loop_cfg_create();
-	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_max_threads(cfg, 512);
-	fuse_loop_cfg_set_idle_threads(cfg, 64);
 	fprintf(stderr, "tierlab-emu: serving %s (%" PRIu64 " bytes) at %s/device with model %s; timer overshoot %.1f us\n",
 		backing, emu.size, mountpoint, p->name, emu.timer_overshoot_ns / 1000.0);
-	if (pthread_create(&completer_thread, NULL, completer, NULL) != 0) {
-		fprintf(stderr, "tierlab-emu: cannot start the reply thread\n");
-		fuse_loop_cfg_destroy(cfg);
-		fuse_session_unmount(se);
-		goto out_signals;
-	}
-	ret = fuse_session_loop_mt(se, cfg);
-	pthread_mutex_lock(&replies.lock);
-	replies.stop = 1;
-	pthread_cond_signal(&replies.wake);
-	pthread_mutex_unlock(&replies.lock);
-	pthread_join(completer_thread, NULL);
-	fuse_loop_cfg_destroy(cfg);
-	fuse_session_unmount(se);
-out_signals:
-	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
+	/* a reply is polled for this long before it is due instead of slept through */
+	ret = session_serve(mountpoint, transport, emu.timer_overshoot_ns + 5000, handle);
 	msync(emu.map, emu.size, MS_SYNC);
-	return ret ? 1 : 0;
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -915,6 +760,7 @@ int main(int argc, char **argv)
 	char cache[128] = "";
 	unsigned long long job_block_bytes = 0, job_iodepth = 0;
 	int simulate_mode = 0, alone, i;
+	enum session_transport transport = TRANSPORT_DEV;
 	struct model_params p;
 	char err[512];
 
@@ -923,6 +769,9 @@ int main(int argc, char **argv)
 			profile = argv[++i];
 		else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc)
 			backing = argv[++i];
+		else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc &&
+			 (strcmp(argv[i + 1], "dev") == 0 || strcmp(argv[i + 1], "io_uring") == 0))
+			transport = strcmp(argv[++i], "dev") == 0 ? TRANSPORT_DEV : TRANSPORT_URING;
 		else if (strcmp(argv[i], "--simulate") == 0)
 			simulate_mode = 1;
 		else if (strcmp(argv[i], "--cache-profile") == 0 && i + 1 < argc)
@@ -965,5 +814,5 @@ int main(int argc, char **argv)
 	}
 	if (job_rw)
 		return job(&p, job_rw, job_block_bytes, job_iodepth > 256 ? 0 : (unsigned)job_iodepth);
-	return simulate_mode ? simulate(&p, cache[0] ? cache : NULL) : serve(backing, mountpoint, &p);
+	return simulate_mode ? simulate(&p, cache[0] ? cache : NULL) : serve(backing, mountpoint, &p, transport);
 }

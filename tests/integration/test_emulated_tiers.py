@@ -14,6 +14,7 @@ from lab import ROOT, TIERLAB, command, read_csv
 from tierlab.devices.profiles import load
 from tierlab_host import fio
 from tierlab_host.device_suite import SCRATCH_NAME
+from tierlab_host.emulator import ENABLE_URING_KNOB
 
 MEDIA = ("device", "file")
 
@@ -28,6 +29,19 @@ def check(lab):
     """The self-check the tiers role ran on bringing the tiers up, which every run's manifest carries (and
     `tierlab tiers check` runs again)."""
     return lab.tiers_check
+
+
+@pytest.mark.skipif(not ENABLE_URING_KNOB.exists(), reason="this kernel has no FUSE over io_uring (Linux 6.14 and later)")
+def test_the_emulators_serve_through_fuse_over_io_uring_where_the_kernel_has_it_with_its_knob_recorded(lab):
+    created = json.loads(Path(lab.root, "state", "created.json").read_text())
+    knobs = [e for e in created if e["kind"] == "knob" and e["path"] == str(ENABLE_URING_KNOB)]
+    emulators = [e for e in created if e["kind"] == "emulator"]
+    assert ENABLE_URING_KNOB.read_text().strip() == "Y"
+    # recorded with the value teardown puts back, unless it was on before the tiers came up
+    assert [e["previous"] for e in knobs] in ([], ["N"])
+    assert {e["tier"]: json.loads(Path(e["mountpoint"], "stats").read_text())["transport"] for e in emulators} == \
+        {e["tier"]: "io_uring" for e in emulators}
+    assert {e["tier"] for e in emulators} == {"optane", "nand"}
 
 
 @pytest.mark.parametrize("medium", MEDIA)

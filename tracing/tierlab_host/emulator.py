@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import fio, probe, record
-from .system import HostError, cmdline, mount_device, mounted, run, set_knob, stop_process
+from .system import HostError, cmdline, mount_device, mounted, run, set_knob, signal_process, stop_process
 
 MOUNT_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 20
@@ -43,6 +43,10 @@ THROUGHPUT_IODEPTH = 32
 # six let such a host reach it.
 THROUGHPUT_HELD = 0.9
 THROUGHPUT_GROWTHS = 6
+# FUSE over io_uring (Linux 6.14 and later): the kernel offers it to new connections while this is on. The
+# emulators take it where the kernel has it, and fall back to /dev/fuse where it refuses; each tier's calibration
+# says which path served it (`transport`). A spec's "transport": "dev" keeps the classic path (to compare the two).
+ENABLE_URING_KNOB = Path("/sys/module/fuse/parameters/enable_uring")
 # an emulator that does not answer a read of its stats file within this long is hung
 ANSWER_TIMEOUT_S = 10
 # the FUSE control file system, where a hung connection is aborted
@@ -91,7 +95,9 @@ def _answer(entry: dict) -> dict | None:
 
 
 def _abort(entry: dict) -> None:
-    """Abort a hung emulator's FUSE connection: its requests then fail at once instead of waiting forever."""
+    """Abort a hung emulator's FUSE connection and end the emulator: its requests then fail at once instead of
+    waiting forever. Through io_uring, the requests already handed to its threads wait for them even on an aborted
+    connection, until its process is gone."""
     device = mount_device(entry["mountpoint"])
     if device is None:
         return
@@ -99,6 +105,8 @@ def _abort(entry: dict) -> None:
         run(["mount", "-t", "fusectl", "none", str(FUSE_CONTROL)])
         record.add("mount", path=str(FUSE_CONTROL))
     (FUSE_CONTROL / device.split(":")[1] / "abort").write_text("1\n")
+    if runs(entry):
+        signal_process(entry["pid"], signal.SIGKILL)
 
 
 def abort_hung() -> None:
@@ -111,6 +119,15 @@ def abort_hung() -> None:
 def allow_fast_wakeups(changes: list[str]) -> None:
     if HALT_POLL_KNOB.exists() and int(HALT_POLL_KNOB.read_text()) < HALT_POLL_NS:
         set_knob(HALT_POLL_KNOB, HALT_POLL_NS, changes)
+
+
+def offer_uring(changes: list[str]) -> bool:
+    """Turn FUSE over io_uring on for the emulators about to start (recorded, restored at teardown); whether the
+    kernel has it."""
+    if not ENABLE_URING_KNOB.exists():
+        return False
+    set_knob(ENABLE_URING_KNOB, "Y", changes)
+    return True
 
 
 def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
@@ -127,9 +144,11 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
         return mountpoint / "device", False
     log = mountpoint.with_suffix(".log")
     cache = ["--cache-profile", spec["cache_profile_file"]] if spec.get("cache_profile_file") else []
+    transport = "io_uring" if spec.get("transport", "auto") == "auto" and offer_uring(changes) else "dev"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [spec["emulator"], "--profile", spec["profile_file"], *cache, "--backing", str(image), str(mountpoint)],
+            [spec["emulator"], "--profile", spec["profile_file"], *cache, "--transport", transport,
+             "--backing", str(image), str(mountpoint)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
         )
     entry = {"tier": spec["name"], "pid": proc.pid, "mountpoint": str(mountpoint), "log": str(log)}
@@ -300,7 +319,7 @@ def calibrate(specs: list[dict], block_devices: dict[str, str], dilation: str | 
             "dilation_needed_by_host": round(least, 2), "throughput_held": held,
             "fixed_us": round(own["fixed_us"], 3), "per_kib_us": round(own["per_kib_us"], 4),
             "passthrough_p50_us": own["passthrough_p50_us"], "passthrough_iops_16k_qd32": own["iops_16k_qd32"],
-            "miss_us": points,
+            "miss_us": points, "transport": stats(spec["emulator_mountpoint"])["transport"],
             "guest_halt_poll_ns": int(HALT_POLL_KNOB.read_text()) if HALT_POLL_KNOB.exists() else None,
         }
         _calibration_file(spec["emulator_mountpoint"]).write_text(json.dumps(calibration, indent=1))

@@ -221,10 +221,11 @@ def stop_process(pid: int, steps: list[tuple[int, float]], is_ours: Callable[[],
     return True
 
 
-def set_knob(path: Path, value: int, changes: list[str]) -> None:
-    """Write an integer sysfs knob, recording its first value so teardown restores it."""
-    current = int(path.read_text())
-    if current == value:
+def set_knob(path: Path, value: int | str, changes: list[str]) -> None:
+    """Write a sysfs knob (a number, or a word such as a boolean's Y), recording its first value so teardown
+    restores it."""
+    current = path.read_text().strip()
+    if current == str(value):
         return
     if not any(e["path"] == str(path) for e in record.entries("knob")):
         record.add("knob", path=str(path), previous=current)
