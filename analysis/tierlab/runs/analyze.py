@@ -73,8 +73,9 @@ def _windows(run: Run, parameters: WindowParameters, tolerate_errors: bool, prog
     """Each traced window in the run's order: the summary and requests kept of it while the run went on
     (window_store) where they were made from what it has now, else the Window read from its trace."""
     tries = run.traced()
+    shared = window_store.run_key(run, parameters)
     kept = {row["label"] for row in tries if window_store.is_kept(run.path, row["label"],
-                                                                  window_store.key(run, row, parameters))}
+                                                                  window_store.key(run, row, shared))}
     unread = run.windows([row for row in tries if row["label"] not in kept], tolerate_errors)
     for number, row in enumerate(tries, 1):
         if progress:
@@ -93,7 +94,7 @@ def analyze_window(run: Run, label: str, stream_window: int = STREAM_WINDOW,
         raise RunDirError(f"{run.path}: raw/queries.jsonl has no traced try {label}")
     (window,) = run.windows([row], tolerate_errors)
     summary = summarize(window, parameters)
-    return window_store.keep(run.path, label, window_store.key(run, row, parameters), summary,
+    return window_store.keep(run.path, label, window_store.key(run, row, window_store.run_key(run, parameters)), summary,
                              _request_table(window.requests))
 
 

@@ -31,14 +31,19 @@ def _ends_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def key(run: Run, traced: dict, parameters: WindowParameters) -> dict:
-    """What a window's summary was made from: its trace files, the run's extent map and tiers, the parameters."""
-    traces = run.path / "raw" / "traces"
-    return {"trace_files": [[name, (traces / name).stat().st_size, _ends_digest(traces / name)]
-                            for name in traced["trace_files"]],
-            "extents": hashlib.sha256((run.path / "raw" / "extents.json").read_bytes()).hexdigest(),
+def run_key(run: Run, parameters: WindowParameters) -> dict:
+    """What every window of a run is made from besides its own trace files: the run's extent map and tiers, the
+    parameters (read once for all of a run's windows: the extent map of a database of many files is large)."""
+    return {"extents": hashlib.sha256((run.path / "raw" / "extents.json").read_bytes()).hexdigest(),
             "tiers": {t["device"]: t["name"] for t in run.tiers},
             "parameters": asdict(parameters)}
+
+
+def key(run: Run, traced: dict, shared: dict) -> dict:
+    """What a window's summary was made from: its trace files, and what run_key() gave for the run."""
+    traces = run.path / "raw" / "traces"
+    return {"trace_files": [[name, (traces / name).stat().st_size, _ends_digest(traces / name)]
+                            for name in traced["trace_files"]], **shared}
 
 
 def _plain(value):
