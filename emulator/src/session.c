@@ -1,12 +1,10 @@
 /* tierlab-emu's FUSE session (session.h). */
 #define _GNU_SOURCE
 
-#include "session.h"
+#include "session_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <liburing.h>
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,51 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/sysinfo.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-/* FUSE over io_uring's part of the kernel's ABI (7.42, Linux 6.14), which
- * Debian 12's kernel headers predate; named apart from the kernel's own names
- * so that newer headers do not clash. */
-#define OVER_IO_URING_FLAGS2 (1u << (41 - 32)) /* FUSE_OVER_IO_URING, in init's flags2 */
-#define URING_IN_OUT_HEADER_BYTES 128
-#define URING_OP_IN_OUT_BYTES 128
-enum { URING_CMD_REGISTER = 1, URING_CMD_COMMIT_AND_FETCH = 2 };
-
-struct uring_ent_in_out {
-	uint64_t flags;
-	uint64_t commit_id;   /* the request's unique, set by the kernel */
-	uint32_t payload_sz;  /* the payload's bytes in use, either way */
-	uint32_t padding;
-	uint64_t reserved;
-};
-
-struct uring_req_header {
-	char in_out[URING_IN_OUT_HEADER_BYTES]; /* struct fuse_in_header in, struct fuse_out_header out */
-	char op_in[URING_OP_IN_OUT_BYTES];      /* the opcode's own header */
-	struct uring_ent_in_out ring_ent_in_out;
-};
-
-struct uring_cmd_req { /* in the SQE's 80-byte command area */
-	uint64_t flags;
-	uint64_t commit_id;
-	uint16_t qid;
-	uint8_t padding[6];
-};
+/* FUSE_OVER_IO_URING in INIT's flags2 (Linux 6.14), which Debian 12's kernel headers predate */
+#define OVER_IO_URING_FLAGS2 (1u << (41 - 32))
 
 /* The protocol version this session speaks: 7.42 offers io_uring. */
 enum { MINOR = 42 };
-
-/* A request's payload holds a whole write; the kernel splits larger ones. */
-enum { MAX_WRITE = 1 << 20, MAX_PAGES = MAX_WRITE / 4096 };
-/* a read of /dev/fuse must have room for a whole write and its headers */
-enum { DEV_BUFFER_BYTES = MAX_WRITE + 4096 };
-/* each io_uring queue's requests in flight at once; the loop device's queue is 128 deep */
-enum { QUEUE_DEPTH = 128 };
 
 const char *const session_transport_names[] = {"dev", "io_uring"};
 
@@ -71,21 +35,6 @@ uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Replies that wait for their time, ordered by it. */
-struct pending {
-	uint64_t due_ns;
-	struct reply_to to;
-	int error;
-	const void *data;
-	size_t size;
-	char copy[SESSION_COPIED_BYTES];
-};
-
-struct reply_heap {
-	struct pending *items;
-	size_t count, capacity;
-};
-
 static void heap_swap(struct reply_heap *h, size_t a, size_t b)
 {
 	struct pending t = h->items[a];
@@ -94,7 +43,7 @@ static void heap_swap(struct reply_heap *h, size_t a, size_t b)
 	h->items[b] = t;
 }
 
-static int heap_push(struct reply_heap *h, const struct pending *p)
+int heap_push(struct reply_heap *h, const struct pending *p)
 {
 	size_t i;
 
@@ -116,7 +65,7 @@ static int heap_push(struct reply_heap *h, const struct pending *p)
 	return 0;
 }
 
-static struct pending heap_pop(struct reply_heap *h)
+struct pending heap_pop(struct reply_heap *h)
 {
 	struct pending top = h->items[0];
 	size_t i = 0;
@@ -136,49 +85,15 @@ static struct pending heap_pop(struct reply_heap *h)
 	}
 }
 
-struct ring_queue;
 
-struct ring_entry {
-	struct ring_queue *queue;
-	struct uring_req_header *header;
-	char *payload;
-	struct iovec iov[2];
-};
-
-/* One io_uring queue: the kernel hands it the requests issued on its CPU. Only its own thread touches it. */
-struct ring_queue {
-	unsigned qid;
-	struct io_uring ring;
-	struct ring_entry entries[QUEUE_DEPTH];
-	char *payloads;
-	struct uring_req_header *headers;
-	struct reply_heap heap;
-	int ring_up;
-	pthread_t thread;
-};
-
-static struct {
-	int fd;
-	request_handler handle;
-	uint64_t poll_ns;
-	atomic_int transport;
-	atomic_int stopping;
-	pthread_t main_thread;
-	/* replies to requests read from /dev/fuse that wait for their time: one thread sends them */
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	struct reply_heap heap;
-	struct ring_queue *queues;
-	unsigned queue_count;
-} se = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+struct session_state se = {.fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 enum session_transport session_transport(void)
 {
 	return (enum session_transport)atomic_load(&se.transport);
 }
 
-/* Wakes the main thread to stop the session (the file system went away under a serving thread). */
-static void stop_from_inside(void)
+void stop_from_inside(void)
 {
 	atomic_store(&se.stopping, 1);
 	pthread_kill(se.main_thread, SIGTERM);
@@ -193,39 +108,6 @@ static void dev_send(uint64_t unique, int error, const void *data, size_t size)
 	/* ENOENT: the request was interrupted and is gone; nothing waits for this reply */
 	if (writev(se.fd, iov, error || size == 0 ? 1 : 2) < 0 && errno != ENOENT && !atomic_load(&se.stopping))
 		fprintf(stderr, "tierlab-emu: a reply to /dev/fuse failed: %s\n", strerror(errno));
-}
-
-/* A cleared SQE of the queue's ring: 128 bytes, the command's 80 in the second half. */
-static struct io_uring_sqe *ring_sqe(struct ring_queue *q)
-{
-	struct io_uring_sqe *sqe;
-
-	while (!(sqe = io_uring_get_sqe(&q->ring)))
-		io_uring_submit(&q->ring);
-	memset((char *)sqe, 0, 2 * sizeof(*sqe));
-	return sqe;
-}
-
-/* The reply goes into the entry's buffers and back with a fetch of the next
- * request; it leaves with the queue's next submission. */
-static void ring_commit(struct ring_entry *entry, uint64_t unique, int error, const void *data, size_t size)
-{
-	struct ring_queue *q = entry->queue;
-	struct fuse_out_header out = {.len = (uint32_t)(sizeof(out) + (error ? 0 : size)), .error = -error,
-				      .unique = unique};
-	struct uring_cmd_req cmd = {.commit_id = unique, .qid = (uint16_t)q->qid};
-	struct io_uring_sqe *sqe;
-
-	memcpy(entry->header->in_out, &out, sizeof(out));
-	if (!error && size)
-		memcpy(entry->payload, data, size);
-	entry->header->ring_ent_in_out.payload_sz = error ? 0 : (uint32_t)size;
-	sqe = ring_sqe(q);
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = se.fd;
-	sqe->cmd_op = URING_CMD_COMMIT_AND_FETCH;
-	memcpy(sqe->cmd, &cmd, sizeof(cmd));
-	io_uring_sqe_set_data(sqe, entry);
 }
 
 void session_reply(const struct reply_to *to, int error, const void *data, size_t size)
@@ -251,7 +133,7 @@ void session_reply_at(const struct reply_to *to, uint64_t due_ns, int error, con
 	}
 	if (to->entry) {
 		/* the handler runs on the entry's queue thread, which sends it */
-		if (heap_push(&to->entry->queue->heap, &p) != 0)
+		if (ring_defer(&p) != 0)
 			session_reply(to, error, data, size); /* out of memory for the heap: late rather than lost */
 		return;
 	}
@@ -332,8 +214,7 @@ static size_t arg_size(uint32_t opcode)
 	}
 }
 
-/* The requests the session answers itself; the rest go to the handler. */
-static void dispatch(const struct fuse_request *req)
+void dispatch(const struct fuse_request *req)
 {
 	switch (req->opcode) {
 	case FUSE_FORGET:
@@ -382,164 +263,6 @@ static void *dev_reader(void *arg)
 	}
 	free(buf);
 	return NULL;
-}
-
-/* Hands the kernel an entry to fill with a request: its header and payload buffers. */
-static void ring_register(struct ring_entry *entry)
-{
-	struct ring_queue *q = entry->queue;
-	struct uring_cmd_req cmd = {.qid = (uint16_t)q->qid};
-	struct io_uring_sqe *sqe = ring_sqe(q);
-
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = se.fd;
-	sqe->addr = (uint64_t)(uintptr_t)entry->iov;
-	sqe->len = 2;
-	sqe->cmd_op = URING_CMD_REGISTER;
-	memcpy(sqe->cmd, &cmd, sizeof(cmd));
-	io_uring_sqe_set_data(sqe, entry);
-}
-
-static void ring_serve(struct ring_entry *entry)
-{
-	const struct fuse_in_header *in = (const struct fuse_in_header *)entry->header->in_out;
-	struct fuse_request req = {.opcode = in->opcode, .nodeid = in->nodeid, .arg = entry->header->op_in,
-				   .payload = entry->payload,
-				   .payload_size = entry->header->ring_ent_in_out.payload_sz,
-				   .to = {.unique = in->unique, .entry = entry}};
-
-	dispatch(&req);
-}
-
-/* Takes what the kernel completed: a request in an entry, or an entry it gave back (an error). */
-static int ring_take(struct ring_queue *q)
-{
-	struct io_uring_cqe *cqe;
-	unsigned head, seen = 0;
-	int refused = 0;
-
-	io_uring_for_each_cqe(&q->ring, head, cqe) {
-		struct ring_entry *entry = io_uring_cqe_get_data(cqe);
-
-		seen++;
-		if (cqe->res == 0) {
-			ring_serve(entry);
-			continue;
-		}
-		if (!atomic_load(&se.stopping) && cqe->res != -ENOTCONN && cqe->res != -ECANCELED)
-			refused = cqe->res;
-	}
-	io_uring_cq_advance(&q->ring, seen);
-	return refused;
-}
-
-/* Sends the replies whose time has come (all of them when stopping). */
-static void ring_send_due(struct ring_queue *q)
-{
-	uint64_t now = mono_ns();
-
-	while (q->heap.count > 0 && (q->heap.items[0].due_ns <= now || atomic_load(&se.stopping))) {
-		struct pending p = heap_pop(&q->heap);
-
-		ring_commit(p.to.entry, p.to.unique, p.error, p.data ? p.data : p.copy, p.size);
-	}
-}
-
-/* One queue's thread (not pinned to the queue's CPU: where the loop device's
- * worker issues a deep queue from one CPU, the thread then serves it from the
- * other; pinned, the two shared one CPU and carried a third fewer requests at
- * queue depth 32): registers the entries, then takes
- * requests, serves them and sends their replies when due, sleeping in the
- * ring until the next request or shortly before the next reply is due. */
-static void *queue_main(void *arg)
-{
-	struct ring_queue *q = arg;
-	struct io_uring_params params = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER |
-						   IORING_SETUP_DEFER_TASKRUN};
-	unsigned i;
-	int refused, ret;
-
-	/* the ring is the thread's own: it alone submits, and takes the kernel's work for it in its own wait */
-	ret = io_uring_queue_init_params(2 * QUEUE_DEPTH, &q->ring, &params);
-	if (ret < 0) {
-		fprintf(stderr, "tierlab-emu: io_uring_setup for queue %u failed: %s\n", q->qid, strerror(-ret));
-		stop_from_inside();
-		return NULL;
-	}
-	q->ring_up = 1;
-	for (i = 0; i < QUEUE_DEPTH; i++)
-		ring_register(&q->entries[i]);
-	while (!atomic_load(&se.stopping)) {
-		struct io_uring_cqe *cqe;
-		uint64_t now, due;
-
-		ring_send_due(q);
-		now = mono_ns();
-		due = q->heap.count ? q->heap.items[0].due_ns : 0;
-		if (due && due <= now + se.poll_ns) {
-			/* polling: the kernel's work for the ring (requests come so) runs only when asked for */
-			ret = io_uring_submit_and_get_events(&q->ring);
-			sched_yield();
-		} else if (due) {
-			struct __kernel_timespec ts = {.tv_sec = (due - se.poll_ns - now) / 1000000000u,
-						       .tv_nsec = (due - se.poll_ns - now) % 1000000000u};
-
-			ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
-		} else {
-			ret = io_uring_submit_and_wait(&q->ring, 1);
-		}
-		if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -EAGAIN && ret != -EBUSY) {
-			fprintf(stderr, "tierlab-emu: io_uring queue %u failed: %s\n", q->qid, strerror(-ret));
-			stop_from_inside();
-			break;
-		}
-		refused = ring_take(q);
-		if (refused) {
-			/* the kernel refused io_uring (it then serves through /dev/fuse): this queue is done */
-			fprintf(stderr, "tierlab-emu: io_uring queue %u refused (%s): serving through /dev/fuse\n", q->qid,
-				strerror(-refused));
-			atomic_store(&se.transport, TRANSPORT_DEV);
-			break;
-		}
-	}
-	ring_send_due(q);
-	io_uring_submit(&q->ring);
-	return NULL;
-}
-
-static int queue_init(struct ring_queue *q, unsigned qid)
-{
-	size_t payload_bytes = (size_t)QUEUE_DEPTH * MAX_WRITE;
-	unsigned i;
-
-	q->qid = qid;
-	/* reserved, not used: pages come as requests touch them */
-	q->payloads = mmap(NULL, payload_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			   -1, 0);
-	q->headers = calloc(QUEUE_DEPTH, sizeof(*q->headers));
-	if (q->payloads == MAP_FAILED || !q->headers) {
-		fprintf(stderr, "tierlab-emu: no memory for io_uring queue %u\n", qid);
-		return -1;
-	}
-	for (i = 0; i < QUEUE_DEPTH; i++) {
-		struct ring_entry *e = &q->entries[i];
-
-		e->queue = q;
-		e->header = &q->headers[i];
-		e->payload = q->payloads + (size_t)i * MAX_WRITE;
-		e->iov[0] = (struct iovec){.iov_base = e->header, .iov_len = sizeof(*e->header)};
-		e->iov[1] = (struct iovec){.iov_base = e->payload, .iov_len = MAX_WRITE};
-	}
-	return 0;
-}
-
-static void queue_free(struct ring_queue *q)
-{
-	if (q->ring_up)
-		io_uring_queue_exit(&q->ring);
-	munmap(q->payloads, (size_t)QUEUE_DEPTH * MAX_WRITE);
-	free(q->headers);
-	free(q->heap.items);
 }
 
 /* Reads the kernel's INIT and answers it; whether io_uring was agreed on, or -1. */
@@ -645,39 +368,15 @@ int session_serve(const char *mountpoint, enum session_transport want, uint64_t 
 			break;
 		}
 	}
-	if (uring) {
-		se.queue_count = (unsigned)get_nprocs_conf();
-		se.queues = calloc(se.queue_count, sizeof(*se.queues));
-		for (i = 0; se.queues && i < se.queue_count; i++)
-			if (queue_init(&se.queues[i], i) != 0 ||
-			    pthread_create(&se.queues[i].thread, NULL, queue_main, &se.queues[i]) != 0)
-				break;
-		if (i < se.queue_count) {
-			/* a queue the kernel waits for and never gets: nothing would be served */
-			fprintf(stderr, "tierlab-emu: cannot start io_uring queue %u\n", i);
-			se.queue_count = se.queues ? i : 0;
-			stop_from_inside();
-		}
-	}
+	if (uring && ring_start() != 0)
+		stop_from_inside();
 	fprintf(stderr, "tierlab-emu: serving through %s\n", session_transport_names[session_transport()]);
 	do
 		sig = 0;
 	while (sigwait(&stop_signals, &sig) != 0 || !sig);
 	atomic_store(&se.stopping, 1);
-	for (i = 0; i < se.queue_count; i++) {
-		/* a signal ends the thread's wait in the ring; one sent before it waits is missed, hence again */
-		struct timespec ts;
-
-		do {
-			pthread_kill(se.queues[i].thread, SIGUSR1);
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 10000000;
-			ts.tv_sec += ts.tv_nsec / 1000000000;
-			ts.tv_nsec %= 1000000000;
-		} while (pthread_timedjoin_np(se.queues[i].thread, NULL, &ts) == ETIMEDOUT);
-		queue_free(&se.queues[i]);
-	}
-	free(se.queues);
+	if (uring)
+		ring_stop();
 	pthread_mutex_lock(&se.lock);
 	pthread_cond_signal(&se.wake);
 	pthread_mutex_unlock(&se.lock);
