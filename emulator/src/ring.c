@@ -54,6 +54,7 @@ struct ring_entry {
 	struct uring_req_header *header;
 	char *payload;
 	struct iovec iov[2];
+	unsigned sent; /* the command the kernel holds it by: REGISTER, or COMMIT_AND_FETCH */
 };
 
 /* One io_uring queue: the kernel hands it the requests issued on its CPU. Only its own thread touches it. */
@@ -102,6 +103,7 @@ void ring_commit(struct ring_entry *entry, uint64_t unique, int error, const voi
 	sqe->cmd_op = URING_CMD_COMMIT_AND_FETCH;
 	memcpy(sqe->cmd, &cmd, sizeof(cmd));
 	io_uring_sqe_set_data(sqe, entry);
+	entry->sent = URING_CMD_COMMIT_AND_FETCH;
 }
 
 int ring_defer(const struct pending *p)
@@ -123,6 +125,7 @@ static void ring_register(struct ring_entry *entry)
 	sqe->cmd_op = URING_CMD_REGISTER;
 	memcpy(sqe->cmd, &cmd, sizeof(cmd));
 	io_uring_sqe_set_data(sqe, entry);
+	entry->sent = URING_CMD_REGISTER;
 }
 
 static void ring_serve(struct ring_entry *entry)
@@ -136,7 +139,9 @@ static void ring_serve(struct ring_entry *entry)
 	dispatch(&req);
 }
 
-/* Takes what the kernel completed: a request in an entry, or an entry it gave back (an error). */
+/* Takes what the kernel completed: a request in an entry, or an entry it gave back with an error. A refused
+ * registration is the kernel refusing io_uring (the error, returned); an entry whose reply it refused is
+ * registered again, so that the queue keeps its depth; on a connection going away, entries are let go. */
 static int ring_take(struct ring_queue *q)
 {
 	struct io_uring_cqe *cqe;
@@ -149,10 +154,16 @@ static int ring_take(struct ring_queue *q)
 		seen++;
 		if (cqe->res == 0) {
 			ring_serve(entry);
+		} else if (atomic_load(&se.stopping) || cqe->res == -ENOTCONN || cqe->res == -ECANCELED ||
+			   cqe->res == -ECONNABORTED) {
 			continue;
-		}
-		if (!atomic_load(&se.stopping) && cqe->res != -ENOTCONN && cqe->res != -ECANCELED)
+		} else if (entry->sent == URING_CMD_REGISTER) {
 			refused = cqe->res;
+		} else {
+			fprintf(stderr, "tierlab-emu: io_uring queue %u: the kernel refused a reply (%s)\n", q->qid,
+				strerror(-cqe->res));
+			ring_register(entry);
+		}
 	}
 	io_uring_cq_advance(&q->ring, seen);
 	return refused;

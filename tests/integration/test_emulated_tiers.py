@@ -4,6 +4,7 @@ dies."""
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -110,23 +111,23 @@ def test_the_check_reports_each_tier_s_emulator_counters_read_after_its_jobs(che
 
 @pytest.mark.parametrize("tier", ["optane", "nand"])
 def test_tierlab_probe_measures_what_fio_measures_on_the_same_device(lab, tier):
-    """The self-check's jobs run by tierlab-probe give fio's figures within 10%: seven rounds, the two tools taking
-    turns in each, each tool's least disturbed round compared (as the device suite keeps it: the host's load
-    only adds to a request's latency; CI's median rounds of optane were 12% apart, and with five rounds the least
-    disturbed of nand's sequential reads, whose p50 is the host's cost more than the model's, once too)."""
+    """The self-check's jobs run by tierlab-probe give fio's figures within 10%: seven rounds, the two tools one
+    after the other in each, and the median of the rounds' ratios compared. A round's two jobs meet the same state
+    of the host, which moves from second to second (with the other core busy, a tool's best round was 11% from the
+    other's best while the median of their paired rounds was 7% apart); the least disturbed rounds and the medians of
+    each tool's own rounds had been 12% apart on CI before."""
     (facts,) = [t for t in lab.tiers_check["tiers"] if t["name"] == tier]
     device, probe, span_bytes = facts["block_device"], str(Path(lab.root, "emulator", "tierlab-probe")), 256 << 20
     for rw, block_bytes, iodepth, figure in [("randread", 4096, 1, "p50"), ("read", 16384, 1, "p50"),
                                              ("randread", 16384, 32, "iops")]:
-        by_tool: dict[str, list[dict]] = {"probe": [], "fio": []}
+        rounds = []
         for _ in range(7):
-            by_tool["probe"].append(json.loads(command(
-                [probe, device, rw, str(block_bytes), str(iodepth), "0.2", str(span_bytes)], "tierlab-probe", 60).stdout))
-            by_tool["fio"].append(fio.run_job(device, rw, block_bytes, iodepth, 0.2, span_bytes, ("--readonly",))["read"])
-        probe_round, fio_round = (fio.least_disturbed_round(rounds) for rounds in by_tool.values())
-        probe_figure, fio_figure = ((r["iops"] if figure == "iops" else r["lat_us"]["p50"])
-                                    for r in (probe_round, fio_round))
-        assert abs(probe_figure / fio_figure - 1) <= 0.10, (rw, block_bytes, iodepth, figure, by_tool)
+            by_probe = json.loads(command([probe, device, rw, str(block_bytes), str(iodepth), "0.2", str(span_bytes)],
+                                          "tierlab-probe", 60).stdout)
+            by_fio = fio.run_job(device, rw, block_bytes, iodepth, 0.2, span_bytes, ("--readonly",))["read"]
+            rounds.append([r["iops"] if figure == "iops" else r["lat_us"]["p50"] for r in (by_probe, by_fio)])
+        ratio = statistics.median(probe_figure / fio_figure for probe_figure, fio_figure in rounds)
+        assert abs(ratio - 1) <= 0.10, (rw, block_bytes, iodepth, figure, rounds)
 
 
 @pytest.fixture(scope="module")
