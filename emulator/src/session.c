@@ -363,7 +363,6 @@ int session_serve(const char *mountpoint, enum session_transport want, uint64_t 
 		if (!buf || pthread_create(&readers[i], NULL, dev_reader, buf) != 0) {
 			fprintf(stderr, "tierlab-emu: cannot start a reader of /dev/fuse\n");
 			free(buf);
-			reader_count = i;
 			stop_from_inside();
 			break;
 		}
