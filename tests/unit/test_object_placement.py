@@ -52,7 +52,7 @@ def test_a_unit_s_kind_is_that_of_its_own_file():
 def test_a_unit_s_saving_is_its_step_time_with_it_alone_on_the_fast_tier_the_logs_staying_put():
     # one step of 10 s, 1 s of it I/O: 100 us modelled with nothing fast, 40 us with app.hot_k fast
     step = TracedQuery("r", "i0001", 2.0, 10.0, 1.0, {"app.hot_k": "capacity", "pg_wal": "capacity"},
-                       {frozenset(): 100.0, frozenset({"app.hot_k"}): 40.0, frozenset({"app.hot_k", "pg_wal"}): 30.0})
+                       {frozenset(): 100.0, frozenset({"app.hot_k"}): 40.0, frozenset({"app.hot_k", "pg_wal"}): 30.0}, None)
     assert savings_s([step], ["app.hot_k", "pg_wal"], ["app.hot_k"]) == {"app.hot_k": pytest.approx(2.0 * 0.6)}
 
 

@@ -7,20 +7,21 @@ import pytest
 
 from tierlab.catalog.layout import parse_layout
 from tierlab.catalog.workloads import TPCH
-from tierlab.placement import predict
+from tierlab.devices.profiles import profile_path
+from tierlab.placement import predict, traced
 
 MIB = 1 << 20
 SIZES = {"customer": 2 * MIB, "lineitem": 60 * MIB, "nation": 0, "orders": 15 * MIB, "part": 2 * MIB,
          "partsupp": 10 * MIB, "region": 0, "supplier": MIB}
 
 
-def q03(weight: float = 1.0) -> predict.TracedQuery:
+def q03(weight: float = 1.0, emulated_dilation: float | None = None) -> predict.TracedQuery:
     """Traced under C+O: 10 s elapsed, 8 s of it with I/O in flight; the model's I/O time per split."""
     costs = {frozenset(): 1000.0, frozenset({"customer"}): 990.0, frozenset({"orders"}): 600.0,
              frozenset({"lineitem"}): 700.0, frozenset({"customer", "orders"}): 500.0,
              frozenset({"customer", "lineitem"}): 690.0, frozenset({"orders", "lineitem"}): 300.0,
              frozenset({"customer", "orders", "lineitem"}): 250.0}
-    return predict.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O", TPCH), costs)
+    return predict.TracedQuery("run1", "q03", weight, 10.0, 8.0, parse_layout("C+O", TPCH), costs, emulated_dilation)
 
 
 def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time():
@@ -30,6 +31,39 @@ def test_the_traced_layout_is_predicted_as_measured_and_others_scale_its_io_time
     assert query.predict_s(query.io_us(parse_layout("None", TPCH))) == 18.0
     # tables the query does not read change nothing
     assert query.io_us(parse_layout("O+L+PS+P", TPCH)) == 300.0
+
+
+def test_on_emulated_tiers_the_io_time_beyond_the_dilated_model_s_stays_as_traced():
+    # dilated 12,000 times, the model's 500 us under C+O are 6 s of the 8 s traced: 2 s were the host's
+    query = q03(emulated_dilation=12000.0)
+    assert query.host_s == pytest.approx(2.0)
+    assert query.predict_s(query.io_us(parse_layout("C+O", TPCH))) == pytest.approx(10.0)
+    # 2 s without I/O, the host's 2 s, and the model's 6 s scaled by 1000 / 500
+    assert query.predict_s(query.io_us(parse_layout("None", TPCH))) == pytest.approx(16.0)
+
+
+def test_a_dilated_model_slower_than_the_trace_leaves_the_host_no_share():
+    # dilated 20,000 times, the model's 500 us are 10 s: more than the 8 s traced, so all of it scales
+    query = q03(emulated_dilation=20000.0)
+    assert query.host_s == 0.0
+    assert query.predict_s(query.io_us(parse_layout("None", TPCH))) == 18.0
+
+
+def emulated_tiers(dilation: float) -> list[dict]:
+    """A run's tiers as its manifest has them: emulated on the shipped optane and nand models."""
+    return [{"name": name, "role": role, "profile": {"text": profile_path(name).read_text()},
+             "calibration": {"dilation": dilation}} for name, role in (("optane", "fast"), ("nand", "capacity"))]
+
+
+def test_a_run_on_emulated_tiers_costed_on_their_own_models_gives_their_dilation(tmp_path):
+    tiers = emulated_tiers(7.7)
+    assert traced.emulated_dilation({"tiers": tiers}, traced.device_profiles(None, tiers, tmp_path)) == 7.7
+
+
+def test_a_run_costed_on_other_profiles_than_its_tiers_own_gives_no_dilation(tmp_path):
+    tiers = emulated_tiers(7.7)
+    assert traced.emulated_dilation({"tiers": tiers}, traced.device_profiles("fast=nand,capacity=nand", tiers, tmp_path)) \
+        is None
 
 
 def test_the_capacity_curve_lists_each_capacity_where_the_best_layout_changes():

@@ -11,7 +11,9 @@ How a query's time follows (docs/recommend.md states the same for users):
   the traced time in flight (1 alone, 1/k while k requests were in flight), summed. The requests' overlap
   stays as traced: a lookup the query waited for alone weighs its whole latency, a read-ahead burst's
   requests a part each, as the busy time they made. The model's absolute error and the run's dilation
-  cancel in the ratio to the layout that was traced;
+  cancel in the ratio to the layout that was traced. On emulated tiers costed on their own models, the I/O
+  time beyond the dilated model's is the host's own (replies late on a busy host) and stays as traced
+  (predict.TracedQuery.host_s);
 - each tier's requests under a layout are replayed together as one device's stream, because tables that
   share a device interfere: interleaved with random reads of another table, a scan loses the device's
   read-ahead (TPC-H Q3 traced with everything on nand: orders alone costs the nand model 230 ms, among

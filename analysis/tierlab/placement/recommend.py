@@ -18,7 +18,7 @@ from ..runs.settings import human_bytes
 from . import objects
 from .migration_script import migration_plan, migration_steps
 from .predict import TracedQuery, all_layouts, best_at, cache_curve, capacity_curve, predict_layouts
-from .traced import device_profiles, give_back_freed_memory, traced_query, traced_runs, window
+from .traced import device_profiles, emulated_dilation, give_back_freed_memory, traced_query, traced_runs, window
 
 # the units of an observed instance listed by name
 OBJECTS_SHOWN = 10
@@ -27,6 +27,8 @@ ASSUMPTIONS = [
     "a query's non-I/O time (elapsed minus the time with a request in flight) does not depend on placement",
     "a query's I/O time scales with the model's: each request's latency times its share of the traced time in flight "
     "(1 alone, 1/k beside k - 1 others), summed; the requests' overlap stays as traced",
+    "on emulated tiers costed on their own models, the I/O time beyond the dilated model's is the host's own and stays "
+    "as traced",
     "each tier's requests are replayed together, so tables sharing a device interfere as in the model",
     "requests no table owns (logs, temporary files) stay on the tier they were traced on",
     "the cache is read-only and empty when each query starts: an ideal LRU of pages (every page admitted), and one that "
@@ -54,7 +56,7 @@ def summary(queries: list[TracedQuery], predicted: pd.DataFrame, curve: pd.DataF
         "migration": {"from_layout": from_layout, **moved},
         "evidence_kind": evidence_kind,
         "evidence": [{"run_id": q.run_id, "query": q.query, "weight": q.weight, "elapsed_s": q.elapsed_s,
-                      "io_s": q.io_s} for q in queries],
+                      "io_s": q.io_s, "host_s": q.host_s} for q in queries],
         "capacity_curve": curve.to_dict("records"),
         "cache_curve": cache.to_dict("records"),
         "assumptions": ASSUMPTIONS,
@@ -235,7 +237,8 @@ def _recommend_objects(runs, traced, weights, capacity_bytes, profile_files, pag
         costs = objects.window_costs(requests, profile_files, [traced_fast, *objects.singles(requests, movable)])
         queries.append(TracedQuery(m["run_id"], row["query"], weights[row["query"]], row["elapsed_s"],
                                    0.0 if pd.isna(row["io_time_s"]) else row["io_time_s"],
-                                   {**nothing_fast, **dict.fromkeys(traced_fast, FAST)}, costs))
+                                   {**nothing_fast, **dict.fromkeys(traced_fast, FAST)}, costs,
+                                   emulated_dilation(m, profile_files)))
     saving = objects.savings_s(queries, sorted(tables), sorted(movable))
     order = objects.ranking(saving, unit_bytes)
     placements = objects.candidates(order, unit_bytes, [capacity_bytes])

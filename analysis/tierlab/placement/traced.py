@@ -73,7 +73,15 @@ def traced_query(run_dir: Path, m: dict, row: dict, profile_files: dict[str, Pat
     requests = window(run_dir, m, row)
     traced = {t: v["tier"] for t, v in m["layout"]["tables"].items()}
     return requests, TracedQuery(m["run_id"], row["query"], weight, row["elapsed_s"], row["io_time_s"], traced,
-                                 cost_model.layout_costs(requests, profile_files))
+                                 cost_model.layout_costs(requests, profile_files), emulated_dilation(m, profile_files))
+
+
+def emulated_dilation(m: dict, profile_files: dict[str, Path]) -> float | None:
+    """The dilation of the run's emulated tiers when each role's profile is its tier's own model (what the
+    emulator ran), else None."""
+    own = {t["role"]: (t.get("profile") or {}).get("text") for t in m["tiers"]}
+    given = {role: path.read_text() for role, path in profile_files.items()}
+    return tiers_dilation(m["tiers"]) if own == given else None
 
 
 # glibc's mallopt parameter: the size from which a block gets a mapping of its own, given back when freed
