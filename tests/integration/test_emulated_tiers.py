@@ -14,6 +14,7 @@ from lab import ROOT, TIERLAB, command, read_csv
 
 from tierlab.devices.profiles import load
 from tierlab_host import fio
+from tierlab_host import probe as tierlab_probe
 from tierlab_host.device_suite import SCRATCH_NAME
 from tierlab_host.emulator import ENABLE_URING_KNOB
 
@@ -116,8 +117,7 @@ def paired_ratio(device: str, probe: str, rw: str, block_bytes: int, iodepth: in
     of their paired rounds was 7% apart)."""
     rounds = []
     for _ in range(7):
-        by_probe = json.loads(command([probe, device, rw, str(block_bytes), str(iodepth), "0.2", str(256 << 20)],
-                                      "tierlab-probe", 60).stdout)
+        by_probe = tierlab_probe.job(probe, device, rw, block_bytes, iodepth, 0.2, 256 << 20)
         by_fio = fio.run_job(device, rw, block_bytes, iodepth, 0.2, 256 << 20, ("--readonly",))["read"]
         rounds.append([r["iops"] if figure == "iops" else r["lat_us"]["p50"] for r in (by_probe, by_fio)])
     return statistics.median(by_probe / by_fio for by_probe, by_fio in rounds), rounds
@@ -136,8 +136,7 @@ def host_iops(probe: str, device: str, control: Path) -> float:
     """What the host passes through at depth 32 right now, the tier's model off (every reply at once)."""
     control.write_text("model off\n")
     try:
-        return json.loads(command([probe, device, "randread", "16384", "32", "0.5", str(256 << 20)],
-                                  "tierlab-probe", 60).stdout)["iops"]
+        return tierlab_probe.job(probe, device, "randread", 16384, 32, 0.5, 256 << 20)["iops"]
     finally:
         control.write_text("model on\n")
 
