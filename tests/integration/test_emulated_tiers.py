@@ -7,6 +7,7 @@ import signal
 import statistics
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -123,22 +124,47 @@ def paired_ratio(device: str, probe: str, rw: str, block_bytes: int, iodepth: in
     return statistics.median(by_probe / by_fio for by_probe, by_fio in rounds), rounds
 
 
-@pytest.mark.parametrize("tier", ["optane", "nand"])
-@pytest.mark.parametrize(("rw", "block_bytes"), [("randread", 4096), ("read", 16384)])
-def test_tierlab_probe_measures_the_latency_fio_measures_at_queue_depth_1(lab, tier, rw, block_bytes):
-    (facts,) = [t for t in lab.tiers_check["tiers"] if t["name"] == tier]
-    probe = str(Path(lab.root, "emulator", "tierlab-probe"))
-    ratio, rounds = paired_ratio(facts["block_device"], probe, rw, block_bytes, 1, "p50")
-    assert abs(ratio - 1) <= 0.10, rounds
+def device_job(tier: dict, rw: str, block_bytes: int, iodepth: int) -> dict:
+    (job,) = [j for j in tier["jobs"]
+              if (j["medium"], j["rw"], j["block_bytes"], j["iodepth"]) == ("device", rw, block_bytes, iodepth)]
+    return job
 
 
-def host_iops(probe: str, device: str, control: Path) -> float:
-    """What the host passes through at depth 32 right now, the tier's model off (every reply at once)."""
+def host_pass_through(probe: str, device: str, control: Path, rw: str, block_bytes: int, iodepth: int) -> dict:
+    """What the host passes through right now, the tier's model off (every reply at once): tierlab-probe's job."""
     control.write_text("model off\n")
     try:
-        return tierlab_probe.job(probe, device, "randread", 16384, 32, 0.5, 256 << 20)["iops"]
+        return tierlab_probe.job(probe, device, rw, block_bytes, iodepth, 0.5, 256 << 20)
     finally:
         control.write_text("model on\n")
+
+
+@contextmanager
+def slowed(control: Path, dilation: float, calibrated: float):
+    control.write_text(f"dilation {dilation:g}\n")
+    try:
+        yield
+    finally:
+        control.write_text(f"dilation {calibrated:g}\n")
+
+
+@pytest.mark.parametrize("tier", ["optane", "nand"])
+@pytest.mark.parametrize(("rw", "block_bytes"), [("randread", 4096), ("read", 16384)])
+def test_tierlab_probe_measures_the_latency_fio_measures_at_queue_depth_1_where_the_device_sets_it(
+        lab, tier, rw, block_bytes):
+    """A tool's latency is the device's only while the host's own time is small beside it. At the calibrated
+    dilation nand's sequential reads (from its read-ahead buffer) took 101-152 us by either tool, the host's share
+    moving from round to round, and the median of the two tools' paired rounds was 10.3% apart; at three times the
+    host's time, fio still measured 16% above optane's model. So for these rounds the tier's modelled time runs
+    slow enough that its model asks at least ten times what the host takes just before."""
+    (facts,) = [t for t in lab.tiers_check["tiers"] if t["name"] == tier]
+    job, calibrated = device_job(facts, rw, block_bytes, 1), lab.tiers_check["dilation"]
+    probe, control = str(Path(lab.root, "emulator", "tierlab-probe")), Path(lab.root, "emulator", "mnt", tier, "control")
+    host_us = host_pass_through(probe, facts["block_device"], control, rw, block_bytes, 1)["lat_us"]["p50"]
+    dilation = round(max(calibrated, 10 * host_us / job["target"]["model_p50_us"]), 1)
+    with slowed(control, dilation, calibrated):
+        ratio, rounds = paired_ratio(facts["block_device"], probe, rw, block_bytes, 1, "p50")
+    assert abs(ratio - 1) <= 0.10, (host_us, dilation, rounds)
 
 
 @pytest.mark.parametrize("tier", ["optane", "nand"])
@@ -150,19 +176,15 @@ def test_tierlab_probe_measures_the_iops_fio_measures_at_queue_depth_32_where_th
     5.5k). So for these rounds the tier's modelled time runs slow enough that its model asks at most a third of what
     the host passes through just before, and both tools must find the model's IOPS."""
     (facts,) = [t for t in lab.tiers_check["tiers"] if t["name"] == tier]
-    (job,) = [j for j in facts["jobs"]
-              if (j["medium"], j["rw"], j["block_bytes"], j["iodepth"]) == ("device", "randread", 16384, 32)]
+    job, calibrated = device_job(facts, "randread", 16384, 32), lab.tiers_check["dilation"]
     probe, control = str(Path(lab.root, "emulator", "tierlab-probe")), Path(lab.root, "emulator", "mnt", tier, "control")
-    passed = host_iops(probe, facts["block_device"], control)
-    slowed = round(max(2 * lab.tiers_check["dilation"], 3 * job["target"]["model_iops"] / passed), 1)
-    control.write_text(f"dilation {slowed:g}\n")
-    try:
+    passed = host_pass_through(probe, facts["block_device"], control, "randread", 16384, 32)["iops"]
+    dilation = round(max(2 * calibrated, 3 * job["target"]["model_iops"] / passed), 1)
+    with slowed(control, dilation, calibrated):
         ratio, rounds = paired_ratio(facts["block_device"], probe, "randread", 16384, 32, "iops")
-    finally:
-        control.write_text(f"dilation {lab.tiers_check['dilation']:g}\n")
     assert abs(ratio - 1) <= 0.10, rounds
     by_fio = statistics.median(figures[1] for figures in rounds)
-    assert abs(by_fio / (job["target"]["model_iops"] / slowed) - 1) <= 0.10, (passed, slowed, job["target"], rounds)
+    assert abs(by_fio / (job["target"]["model_iops"] / dilation) - 1) <= 0.10, (passed, dilation, job["target"], rounds)
 
 
 @pytest.fixture(scope="module")
