@@ -47,6 +47,17 @@ def test_the_last_layout_s_files_are_on_its_tiers_now(layouts):
         assert (where["tier"], where["file_dev"]) == ("fast", where["tier_dev"]), table
 
 
+def test_the_emulators_and_the_database_server_a_run_started_may_run_on_every_cpu(lab, layouts):
+    """Ansible's Mitogen pins what it starts to CPUs of its choosing unless told not to (on two CPUs, all to CPU 1)."""
+    online = Path("/sys/devices/system/cpu/online").read_text().strip()
+    created = json.loads(Path(lab.root, "state", "created.json").read_text())
+    started = {(e["kind"], e.get("tier") or e["instance"]): e["pid"] for e in created if e["kind"] in ("emulator", "process")}
+    assert {("emulator", "optane"), ("emulator", "nand"), ("process", "mariadb-16k")} <= set(started)
+    allowed = {what: re.search(r"^Cpus_allowed_list:\t(.*)$", Path(f"/proc/{pid}/status").read_text(), re.M).group(1)
+               for what, pid in started.items()}
+    assert allowed == {what: online for what in started}
+
+
 def test_q3_under_c_o_reads_customer_and_orders_on_the_fast_device_and_lineitem_on_the_capacity_device(layout_runs):
     requests = analysis.load_run(layout_runs["C+O"]).requests()
     reads = requests[(requests["query"] == "q03") & (requests["op"] == "R")]

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from . import chroot, device_suite, engine_commands, observe, packages, probes, root_lock, runner, teardown, tiers, tiers_check
-from .system import HostError, no_room, run_on_every_cpu
+from .system import HostError, no_room
 
 
 def main() -> None:
@@ -61,7 +61,6 @@ def main() -> None:
     plan = sub.add_parser("run-plan", help="the tries the query loop will make, with a fresh progress log")
     plan.add_argument("spec_file")
     args = parser.parse_args()
-    run_on_every_cpu()
     try:
         if args.command == "tiers-up":
             tiers.main_up(args.spec_file)

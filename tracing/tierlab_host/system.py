@@ -16,15 +16,6 @@ class HostError(Exception):
     """A host-side step failed; the message says what, where and what to do."""
 
 
-def run_on_every_cpu() -> None:
-    """Let this process, and every process it starts, run on any CPU of the host. A process inherits its parent's
-    CPUs, and Mitogen (Ansible's strategy here) pins the processes it starts: on a host of two or three CPUs, to
-    every CPU but CPU 0, which its multiplexer keeps. Without this the emulator's threads, the database server and
-    the query client all shared CPU 1 of two, and a CPU-bound process there made each wake-up wait for its turn
-    (5,000 reads of the emulated nand device in a row: 0.93 s idle, 13.6 s beside `taskset -c 1 yes`)."""
-    os.sched_setaffinity(0, range(os.cpu_count() or 1))
-
-
 def run(cmd: list[str], timeout_s: float = 600, check: bool = True) -> subprocess.CompletedProcess:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
