@@ -1,6 +1,8 @@
 """A raw ftrace window against the kernel's own text of the same ring buffer: the same requests."""
 
+import errno
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,18 +11,24 @@ from lab import command
 from tierlab.traces.ftrace import parse_ftrace
 from tierlab.traces.ftrace_raw import parse_ftrace_raw
 from tierlab_host import record, teardown, trace
-from tierlab_host.trace import FtraceInstance
+from tierlab_host.trace import RAW_MAGIC, FtraceInstance
 
 
 @pytest.fixture
-def nand(layout_runs, tmp_path, monkeypatch):
-    """The test root's capacity tier. What the test makes on the host (its tracing instance, and a debugfs
-    mount where the host has no tracefs) goes in a record of the test's own, which its teardown empties."""
+def own_record(tmp_path, monkeypatch):
+    """What the test makes on the host (its tracing instance, and a debugfs mount where the host has no tracefs)
+    goes in a record of the test's own, which its teardown empties."""
     monkeypatch.setattr(record, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "state" / "created.json")
-    tiers = json.loads((layout_runs["C+O"] / "raw" / "tiers.json").read_text())
-    yield next(tier for tier in tiers if tier["name"] == "nand")
+    yield
     teardown.down()
+
+
+@pytest.fixture
+def nand(layout_runs, own_record):
+    """The test root's capacity tier."""
+    tiers = json.loads((layout_runs["C+O"] / "raw" / "tiers.json").read_text())
+    return next(tier for tier in tiers if tier["name"] == "nand")
 
 
 def read_direct(block_device: str, count: int, skip: int, block_bytes: int) -> set[int]:
@@ -83,3 +91,24 @@ def test_a_window_longer_than_the_ring_buffer_holds_loses_no_request(nand, tmp_p
     # a page drained twice would repeat its hundreds of requests; the block layer may requeue a request and issue it
     # again (seen once: 60,001)
     assert 60000 <= len(ours) <= 60000 + 6
+
+
+def test_a_window_that_fails_to_start_says_why_and_closes_with_its_file_kept(own_record, tmp_path, monkeypatch):
+    """The start marker's write refused (as when another process removed the instance): start raises that
+    error, and close() ends the window it had opened instead of failing on a drainer never started."""
+    instance = FtraceInstance("tierlab-test-refused", ["7:0"], 1024)
+    write_text = Path.write_text
+
+    def refuse_the_marker(path, text, *args, **kwargs):
+        if path.name == "trace_marker":
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        return write_text(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", refuse_the_marker)
+    try:
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            instance.start("w_try1", tmp_path)
+    finally:
+        instance.close()
+    assert record.entries("tracing_instance") == []
+    assert (tmp_path / "w_try1.ftrace-raw").read_bytes().startswith(RAW_MAGIC)

@@ -182,17 +182,22 @@ class FtraceInstance:
         window lasts (see _drain_while_tracing), so that a window of any length fits a buffer of any size."""
         # opening `trace` for writing empties the ring buffer and its counters
         open(self.dir / "trace", "w").close()
-        self._out = open(out_dir / f"{label}.ftrace-raw", "wb")
-        self._out.write(self.header)
-        self._pipes = [os.open(cpu / "trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
-                       for cpu in sorted((self.dir / "per_cpu").glob("cpu*"))]
-        self._stopping, self._failure = threading.Event(), None
+        out = open(out_dir / f"{label}.ftrace-raw", "wb")
+        try:
+            out.write(self.header)
+            self._pipes = [os.open(cpu / "trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+                           for cpu in sorted((self.dir / "per_cpu").glob("cpu*"))]
+        except OSError:
+            out.close()
+            raise
+        self._out, self._stopping, self._failure = out, threading.Event(), None
         # the end of the window wakes the drainer through this pipe, however long its poll would wait
         self._wake_read, self._wake_write = os.pipe()
         self._drainer = threading.Thread(target=self._drain_while_tracing, daemon=True)
+        # started before the writes below, which can fail: close() then ends the window it opened
+        self._drainer.start()
         (self.dir / "tracing_on").write_text("1\n")
         (self.dir / "trace_marker").write_text(f"tierlab start {label}\n")
-        self._drainer.start()
 
     def mark(self, text: str) -> None:
         """A line in the window's trace, on its clock, in order with the requests (nothing while none is traced)."""
