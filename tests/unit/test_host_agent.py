@@ -27,4 +27,3 @@ def test_ftrace_dev_packs_major_and_minor_as_the_kernel_does():
     assert ftrace_dev("7:0") == 7340032
     assert ftrace_dev("7:1") == 7340033
     assert ftrace_dev("259:3") == 259 << 20 | 3
-
