@@ -49,6 +49,8 @@ repetitions: 2
 LONG_FIXTURES = {"two_hosts", "devices", "real_devices", "rebooted"}
 
 
+# before pytest-xdist's own hook, which reads each test's group from its marks
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every test here is an integration test; they need root, and without it the suite fails at once, saying so,
     rather than passing what it did not run. Under pytest-xdist (make integration: --dist loadgroup), a file's
