@@ -89,10 +89,8 @@ unit: setup $(VENV)/.test-deps
 
 # -rfEs: the failed and errored tests named with their error after the slowest, where the tail of CI's log shows
 # them, and the skipped with why
-# in two workers, each with a root, tiers and ports of its own (tests/integration/lab.py): a playbook run is bound
-# by the controller's one CPU, so two at once take the second
 integration: setup $(VENV)/.test-deps
-	$(BIN)/pytest -q -rfEs -n 2 --dist loadgroup -m "not long" tests/integration
+	$(BIN)/pytest -q -rfEs -m "not long" tests/integration
 
 # the heavy tests of later features (two hosts over SSH, the device suite), which CI does not run: run them before
 # closing an issue that touches what they cover

@@ -49,36 +49,17 @@ repetitions: 2
 LONG_FIXTURES = {"two_hosts", "devices", "real_devices", "rebooted"}
 
 
-# before pytest-xdist's own hook, which reads each test's group from its marks
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every test here is an integration test; they need root, and without it the suite fails at once, saying so,
-    rather than passing what it did not run. Under pytest-xdist (make integration: --dist loadgroup), a file's
-    tests run on one worker, which makes its fixtures once; the files that share the layouts study run on one."""
+    rather than passing what it did not run."""
     here = [item for item in items if item.path.is_relative_to(HERE)]
-    on_layouts = {item.path for item in here if "layouts" in item.fixturenames}
     for item in here:
         item.add_marker(pytest.mark.integration)
         if LONG_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.long)
-        item.add_marker(pytest.mark.xdist_group("layouts" if item.path in on_layouts else item.path.stem))
     if here and os.geteuid() != 0:
         raise pytest.UsageError("the integration tests need root (loop devices, mounts, cgroups, tracing, database "
                                 "servers): run them as root (make integration), or the unit tests alone (make unit)")
-
-
-def pytest_sessionfinish(session):
-    """A pytest-xdist worker hands the playbooks it ran to the session's controller, which prints them all."""
-    if hasattr(session.config, "workeroutput"):
-        session.config.workeroutput["playbooks"] = json.dumps({"calls": PLAYBOOK_CALLS, "roles": ROLE_SECONDS})
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    ran = json.loads(getattr(node, "workeroutput", {}).get("playbooks", '{"calls": [], "roles": {}}'))
-    PLAYBOOK_CALLS.extend(ran["calls"])
-    for role, seconds in ran["roles"].items():
-        ROLE_SECONDS[role] = ROLE_SECONDS.get(role, 0.0) + seconds
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -14,11 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
-# make integration runs the tests in two pytest-xdist workers (gw0, gw1), each under a root, with tiers and ports, of
-# its own; a session of one process (pytest -k ...) has the plain root
-WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-TEST_ROOT = f"/var/lib/tierlab-test-{WORKER}" if WORKER else "/var/lib/tierlab-test"
-PORT_OFFSET = 1000 * int(WORKER.removeprefix("gw") or 0)
+TEST_ROOT = "/var/lib/tierlab-test"
 SCALE_FACTOR = 0.01
 QUERIES = "1,3"
 # the layouts study's (conftest.py)
@@ -95,8 +91,7 @@ class Lab:
     def __init__(self, results_dir: Path, root: str = TEST_ROOT, **settings):
         self.results_dir = results_dir
         self.root = root
-        self.settings = {"mysql_port_base": {"mariadb": 3500 + PORT_OFFSET, "mysql": 3600 + PORT_OFFSET},
-                         "postgresql_port": 5516 + PORT_OFFSET, **settings}
+        self.settings = {"mysql_port_base": {"mariadb": 3500, "mysql": 3600}, "postgresql_port": 5516, **settings}
 
     def playbook_command(self, name: str, *args: str, **extra) -> list[str]:
         """ansible-playbook on the playbook called name, with this root's variables and extra (run it with ANSIBLE_ENV)."""
@@ -222,9 +217,8 @@ def remove_torn_down_root(root: str) -> None:
     group of it remains. Then the root itself (the agent and its empty record) is removed."""
     record = Path(root) / "state" / "created.json"
     assert json.loads(record.read_text()) == [], "teardown left recorded objects behind"
-    # with the slash, since another worker's root may run on
-    assert f"{root}/" not in command(["losetup", "-a"], "losetup", 60).stdout
-    assert f"{root}/" not in Path("/proc/mounts").read_text()
+    assert root not in command(["losetup", "-a"], "losetup", 60).stdout
+    assert root not in Path("/proc/mounts").read_text()
     for program in ("tierlab-emu", "mariadbd", "postgres"):
         assert command(["pgrep", "-f", f"{program} .*{root}/"], "pgrep", 60).returncode == 1, \
             f"teardown left {program} running"
