@@ -115,6 +115,21 @@ def test_the_setup_says_which_points_ran_more_at_once_than_the_host_has_cpus():
             "those points measure CPU contention as well as the devices; 1 repetition(s)") in setup_line(tables)
 
 
+def test_a_sysbench_setup_names_its_tables_and_the_engine_versions_of_the_runs_that_reached_their_engine():
+    # a run that failed moving its tables (its fast tier full) recorded no engine version
+    study = {"name": "e4-page-size", "workload": "sysbench", "variables": {"tables": 8, "table_size": 1000000},
+             "matrix": {"engine": ["mariadb", "mysql"], "page_size": ["4k", "16k"]}, "repetitions": 1}
+    runs = pd.DataFrame({"point": [1, 2, 3], "repetition": 1, "status": ["ok", "failed", "ok"], "run_id": ["a", "b", "c"],
+                         "engine": ["mariadb", "mariadb", "mysql"], "page_size": ["4k", "16k", "4k"],
+                         "engine_version": ["10.11.19-MariaDB", float("nan"), "9.7.4-2"], "buffer_pool": "32M",
+                         "buffer_pool_bytes": 32 << 20, "data_bytes": 2000 << 20, "fidelity": "faithful",
+                         "dilation": 5.0, "scale_factor": float("nan"), "host": "localhost", "cpus": 2,
+                         "memory_bytes": 24 << 30, "kernel": "6.18"})
+    tables = {"study": {"study_id": "s", "study": study, "started_at": "then", "ended_at": "now", "points": 4, "ok": 2,
+                        "unanswered": []}, "runs": runs}
+    assert setup_line(tables).startswith("sysbench with 8 tables of 1000000 rows; mariadb 10.11.19-MariaDB, mysql 9.7.4-2; ")
+
+
 def test_a_study_stopped_half_way_counts_its_points_against_the_whole_matrix(tmp_path):
     study = {"name": "e1-tpch-engines", "workload": "tpch", "variables": {"scale_factor": "1"},
              "matrix": {"engine": ["postgresql", "mariadb", "mysql"], "layout": ["None", "ALL"]}, "repetitions": 1}

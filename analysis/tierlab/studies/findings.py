@@ -458,6 +458,15 @@ def _megabytes(values: pd.Series) -> str:
     return f"{sizes[0]} MiB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MiB" if sizes else "unknown"
 
 
+def _data_scale(runs: pd.DataFrame, study: dict) -> str:
+    """How much data the workload made: TPC-H's and SSB's scale factor, sysbench's tables and their rows."""
+    scale_factors = sorted(set(runs["scale_factor"].dropna().astype(str)))
+    if scale_factors:
+        return f"at scale factor {' / '.join(scale_factors)}"
+    given = {**study["variables"], **study["matrix"]}
+    return f"with {given.get('tables', '?')} tables of {given.get('table_size', '?')} rows"
+
+
 def setup_line(tables: dict) -> str:
     """What the study's runs had: workload and scale factor, engines with their versions, buffer pool, tiers'
     dilation and fidelity, host (and what ran more at once than its CPUs), repetitions, points ok, when."""
@@ -466,7 +475,8 @@ def setup_line(tables: dict) -> str:
         if "engine" in tables["runs"] else tables["runs"].iloc[0:0]
     if runs.empty:
         return f"{study['workload']}; no run opened; {summary['ok']} of {summary['points']} points ok"
-    engines = ", ".join(f"{name} {' / '.join(sorted(set(rows['engine_version'].astype(str))))}"
+    # a run that failed before its engine started recorded no version
+    engines = ", ".join(f"{name} {' / '.join(sorted(set(rows['engine_version'].dropna().astype(str))))}"
                         for name, rows in runs.groupby("engine", sort=False))
     buffer_pools = list(dict.fromkeys(runs.sort_values("buffer_pool_bytes")["buffer_pool"].astype(str)))
     fidelity = ", ".join(f"{verdict} in {count}" for verdict, count in runs["fidelity"].value_counts().items())
@@ -475,7 +485,7 @@ def setup_line(tables: dict) -> str:
     crowded = [f"{name} {', '.join(map(str, above))}" for name in CONCURRENCY_VARIABLES
                if (above := [value for value in study["matrix"].get(name, [study["variables"].get(name, 0)])
                              if int(value) > host["cpus"]])]
-    return (f"{study['workload']} at scale factor {' / '.join(sorted(set(runs['scale_factor'].astype(str))))}; "
+    return (f"{study['workload']} {_data_scale(runs, study)}; "
             f"{engines}; buffer pool {' / '.join(buffer_pools)} ({_megabytes(runs['buffer_pool_bytes'])}), data "
             f"{_megabytes(runs['data_bytes'])}; tiers dilated "
             f"{' / '.join(f'{d:g}' for d in dilations) or 'not at all'}x, fidelity {fidelity or 'not checked'}; "
