@@ -128,6 +128,9 @@ def test_a_sysbench_setup_names_its_tables_and_the_engine_versions_of_the_runs_t
     tables = {"study": {"study_id": "s", "study": study, "started_at": "then", "ended_at": "now", "points": 4, "ok": 2,
                         "unanswered": []}, "runs": runs}
     assert setup_line(tables).startswith("sysbench with 8 tables of 1000000 rows; mariadb 10.11.19-MariaDB, mysql 9.7.4-2; ")
+    # the catalog's defaults where the study file gives none
+    study["variables"] = {}
+    assert setup_line(tables).startswith("sysbench with 4 tables of 100000 rows; ")
 
 
 def test_a_study_stopped_half_way_counts_its_points_against_the_whole_matrix(tmp_path):

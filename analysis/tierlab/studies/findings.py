@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..catalog.variables import BY_NAME
 from ..devices import fit
 from ..errors import InputError, RunDirError
 from ..placement.recommend import recommend
@@ -463,8 +464,9 @@ def _data_scale(runs: pd.DataFrame, study: dict) -> str:
     scale_factors = sorted(set(runs["scale_factor"].dropna().astype(str)))
     if scale_factors:
         return f"at scale factor {' / '.join(scale_factors)}"
-    given = {**study["variables"], **study["matrix"]}
-    return f"with {given.get('tables', '?')} tables of {given.get('table_size', '?')} rows"
+    tables, rows = (study["matrix"].get(name, study["variables"].get(name, BY_NAME[name].default))
+                    for name in ("tables", "table_size"))
+    return f"with {tables} tables of {rows} rows"
 
 
 def setup_line(tables: dict) -> str:
