@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from answers import read_answer, same_answer
-from lab import ROOT, TPCH_DATABASE, cli
+from lab import ROOT, TEST_ROOT, TPCH_DATABASE, cli
 
 import tierlab
 from tierlab.catalog.workloads import TPCH, WORKLOADS
@@ -197,7 +197,7 @@ def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(
     manifest = json.loads((mysql_runs["C+O"] / "manifest.json").read_text())
     assert manifest["engine"]["version"].startswith("9.")
     assert manifest["engine"]["source"].startswith("Debian sid (http://deb.debian.org/debian, Release of ")
-    assert " in the chroot /var/lib/tierlab-test/chroots/debian-sid, package mysql-server-core" in \
+    assert f" in the chroot {TEST_ROOT}/chroots/debian-sid, package mysql-server-core" in \
         manifest["engine"]["source"]
     assert manifest["engine"]["settings"]["innodb_page_size"] == "16384"
     for table, where in manifest["layout"]["tables"].items():

@@ -459,13 +459,17 @@ def _megabytes(values: pd.Series) -> str:
     return f"{sizes[0]} MiB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MiB" if sizes else "unknown"
 
 
+def _values(study: dict, name: str, default) -> list:
+    """A variable's values in a study: its matrix's, or the one its file (or else default) gives every point."""
+    return study["matrix"].get(name, [study["variables"].get(name, default)])
+
+
 def _data_scale(runs: pd.DataFrame, study: dict) -> str:
     """How much data the workload made: TPC-H's and SSB's scale factor, sysbench's tables and their rows."""
     scale_factors = sorted(set(runs["scale_factor"].dropna().astype(str)))
     if scale_factors:
         return f"at scale factor {' / '.join(scale_factors)}"
-    tables, rows = (study["matrix"].get(name, study["variables"].get(name, BY_NAME[name].default))
-                    for name in ("tables", "table_size"))
+    tables, rows = (" / ".join(map(str, _values(study, name, BY_NAME[name].default))) for name in ("tables", "table_size"))
     return f"with {tables} tables of {rows} rows"
 
 
@@ -485,8 +489,7 @@ def setup_line(tables: dict) -> str:
     dilations = sorted(set(runs["dilation"].dropna()))
     host = runs.iloc[0]
     crowded = [f"{name} {', '.join(map(str, above))}" for name in CONCURRENCY_VARIABLES
-               if (above := [value for value in study["matrix"].get(name, [study["variables"].get(name, 0)])
-                             if int(value) > host["cpus"]])]
+               if (above := [value for value in _values(study, name, 0) if int(value) > host["cpus"]])]
     return (f"{study['workload']} {_data_scale(runs, study)}; "
             f"{engines}; buffer pool {' / '.join(buffer_pools)} ({_megabytes(runs['buffer_pool_bytes'])}), data "
             f"{_megabytes(runs['data_bytes'])}; tiers dilated "
