@@ -21,6 +21,7 @@ from tierlab.runs.observing import validate_observe
 from tierlab.runs.settings import (
     buffer_pool_bytes,
     connections,
+    estimated_table_bytes,
     memory_limit_bytes,
     resume_conflicts,
     validate,
@@ -122,6 +123,7 @@ class FilterModule:
             "tierlab_buffer_pool_bytes": buffer_pool_bytes,
             "tierlab_memory_limit_bytes": memory_limit_bytes,
             "tierlab_connections": connections,
+            "tierlab_table_bytes": lambda settings: estimated_table_bytes(_plain(settings)),
             # the controller's process that holds the root's lock: `{{ run_id | tierlab_lock_holder }}`
             "tierlab_lock_holder": lambda run_id: {**holder(os.getpid()), "run_id": run_id or ""},
         }

@@ -150,6 +150,11 @@ class Lab:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
+    def agent(self, *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
+        """A command of the host agent installed on the root, with the root's own record, as the playbooks run it."""
+        return command(["/usr/bin/python3", "-m", "tierlab_host", *args], f"tierlab_host {args[0]}", timeout_s,
+                       cwd=Path(self.root, "agent"), env={**os.environ, "TIERLAB_STATE_DIR": str(Path(self.root, "state"))})
+
     def psql(self, database: str, *args: str) -> subprocess.CompletedProcess:
         """The root's PostgreSQL instance's own psql on database, connected as the host agent connects (its socket,
         its passfile); unaligned, tab-separated, tuples only."""

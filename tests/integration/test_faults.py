@@ -1,5 +1,6 @@
-"""Faults during a run. Its first load finds no room on the fast tier: the run fails naming the tier and what it has
-free, and its resume, once there is room, loads the database again. Then the database server is killed with SIGKILL
+"""Faults during a run. Its layout finds no room on the fast tier, even with the other databases tierlab made moved
+off: the run fails before its load, naming what the layout needs and what the tier has free, and its resume, once
+there is room, loads the database. Then the database server is killed with SIGKILL
 in the middle of a query: the try gets an error row, the server is started again and the next query runs; the run
 ends with its rows, the failed one named; and `resume` with retry_failed=true runs the failed query again as a new
 try, the failed row kept. Then the run's last row torn in its write: `resume` cuts it off, keeps it aside, and runs
@@ -8,6 +9,7 @@ its try again."""
 import json
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -17,6 +19,7 @@ import pytest
 from answers import read_answer
 from lab import FILLER, TEST_ROOT, command, fast_tier, fill_up, one_table_workload, read_csv
 
+from tierlab_host.engines import engine
 from tierlab_host.engines.mysql_family import _move_file
 from tierlab_host.system import HostError
 
@@ -24,7 +27,7 @@ pytestmark = pytest.mark.mariadb
 
 # a query that waits long enough to be killed in, and one after it
 QUERIES = {"slow": "SELECT SLEEP(8), COUNT(*) FROM t;\n", "quick": "SELECT COUNT(*), SUM(v) FROM t;\n"}
-# rows enough that their table (some 4 MiB) cannot be loaded into the room left on the fast tier
+# rows enough that their table (some 4 MiB) does not fit in the room left on the fast tier
 ROWS = 100_000
 ROOM_LEFT_BYTES = 512 << 10
 KILL_WAIT_S = 600
@@ -47,7 +50,7 @@ def kill_the_server_in(label: str, killed: dict) -> None:
 
 @pytest.fixture(scope="module")
 def killed_run(lab, tmp_path_factory):
-    """The run whose first load found the fast tier full, as it failed; resumed with room made, the server killed in
+    """The run whose layout found the fast tier full, as it failed; resumed with room made, the server killed in
     slow's first try, as it ended; after its resume with retry_failed; and after its last row was torn."""
     stall = one_table_workload(tmp_path_factory.mktemp("stall") / "stall", ROWS, QUERIES)
     variables = {"workload_dir": str(stall), "scale_factor": "", "queries": "all"}
@@ -85,22 +88,53 @@ def killed_run(lab, tmp_path_factory):
             "resumed_rows": read_csv(run_dir / "tables" / "queries.csv")}
 
 
-def test_a_load_that_finds_no_room_on_the_fast_tier_fails_the_run_naming_the_table_and_each_tier_s_free_space(
+def test_a_layout_the_fast_tier_has_no_room_for_fails_the_run_before_its_load_naming_what_it_needs_and_has(
         killed_run):
     no_room = killed_run["no_room"]
     assert no_room["code"] != 0
     assert no_room["manifest"]["status"] == "failed"
     error = no_room["manifest"]["error"]
-    assert error.startswith("Load the database: Bulk-load each table from the generated data (t) failed: "), error
-    assert "The table 't' is full" in error
-    assert error.endswith(". The next run, or a resume of this one, drops the half-loaded database and loads it again")
-    free_mib = {}
-    for tier in json.loads(Path(TEST_ROOT, "tiers.json").read_text()):
-        said = re.search(rf"{tier['name']} \({tier['role']} tier\) ([\d.]+) MiB free of [\d.]+ MiB on the file "
-                         rf"system of {re.escape(tier['path'])}", error)
-        assert said, (tier["name"], error)
-        free_mib[tier["role"]] = float(said.group(1))
-    assert free_mib["fast"] <= ROOM_LEFT_BYTES / 2**20 < 100 < free_mib["capacity"]
+    said = re.fullmatch(r"Load the database: Make room for the layout \(other databases tierlab made move off a tier "
+                        r"that lacks it\) failed: non-zero return code: tierlab_host layout-room: the layout brings "
+                        r"([\d.]+) MiB onto the fast tier \(t\), which has ([\d.]+) MiB free of [\d.]+ MiB and keeps a "
+                        r"tenth free for the tables to grow; the other databases tierlab made hold only [\d.]+ MiB "
+                        r"there \(.*\), and the layout lacks [\d.]+ MiB\. Free space on that tier, or choose "
+                        r"a layout that fits it", error.strip())
+    assert said, error
+    needed_mib, free_mib = map(float, said.groups())
+    assert free_mib <= ROOM_LEFT_BYTES / 2**20 < 1 < needed_mib
+    assert no_room["manifest"]["load"] is None, "the run loaded a database it had no room for"
+
+
+def test_a_layout_short_of_room_on_the_fast_tier_moves_other_databases_off_it_whole_and_their_servers_serve_them(
+        lab, killed_run, tmp_path):
+    """The run's own database is on the fast tier (layout t); a new database's table of 3 MiB finds 1 MiB of room
+    there beyond the tenth kept free, so 2 MiB and more of other databases move to the capacity tier."""
+    instances = Path(TEST_ROOT, "instances")
+    spec = json.loads((instances / "mariadb-16k" / "engine.json").read_text())
+    layout = tmp_path / "layout.json"
+    layout.write_text(json.dumps({"engine": spec, "database": "room_test", "placement": {"big": "fast"},
+                                  "table_bytes": {"big": 3 << 20}, "instances_dir": str(instances)}))
+    fast = fast_tier(TEST_ROOT)
+    filled = fill_up(fast, shutil.disk_usage(fast).total // 10 + (1 << 20))
+    try:
+        assert filled.returncode == 0, filled.stderr
+        made = lab.agent("layout-room", str(layout))
+        room = shutil.disk_usage(fast).free - shutil.disk_usage(fast).total // 10
+    finally:
+        (fast / FILLER).unlink(missing_ok=True)
+    assert made.returncode == 0, made.stderr
+    moves = json.loads(made.stdout)["moves"]
+    assert room >= 3 << 20, moves
+    assert sum(move["size_bytes"] for move in moves) >= 2 << 20, moves
+    for instance, database in {(move["instance"], move["database"]) for move in moves}:
+        owner = engine(json.loads((instances / instance / "engine.json").read_text()))
+        # the objects moved: InnoDB's tables, or PostgreSQL's tables and their indexes
+        objects = {move["object"] for move in moves if (move["instance"], move["database"]) == (instance, database)}
+        assert database not in owner.tier_tables("fast"), (instance, database)
+        tables = objects & set(owner.tier_tables("capacity")[database])
+        assert tables, (instance, database, objects)
+        assert all(int(owner.rows(f"SELECT COUNT(*) FROM {table}", database)[0][0]) > 0 for table in tables)
 
 
 def test_the_killed_query_s_try_is_an_error_row_and_the_next_query_runs_on_a_restarted_server(killed_run):

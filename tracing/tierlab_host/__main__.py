@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     bind = sub.add_parser("chroot-mount", help="mount /proc and bind the given host paths into a chroot")
     bind.add_argument("root")
     bind.add_argument("paths", nargs="*")
+    room = sub.add_parser("layout-room", help="move other databases off a tier that lacks room for the layout")
+    room.add_argument("spec_file")
     move = sub.add_parser("layout-apply", help="move the objects whose tier the layout changes")
     move.add_argument("spec_file")
     place = sub.add_parser("layout-place", help="put the new, empty tables of a schema tierlab did not write on their tiers")
@@ -80,7 +82,7 @@ def _dispatch(args) -> None:
     elif args.command == "chroot-mount":
         from . import chroot
         chroot.main(args.root, args.paths)
-    elif args.command in ("engine-start", "engine-stop", "layout-apply", "layout-place", "sysbench-prepare",
+    elif args.command in ("engine-start", "engine-stop", "layout-room", "layout-apply", "layout-place", "sysbench-prepare",
                           "database-compress"):
         from . import engine_commands
         engine_commands.main(args.command, args.spec_file)

@@ -1,14 +1,16 @@
 """The database engines behind one interface, one module per engine family.
 
 An engine is built from its spec (what the engine's role wrote) and offers:
-start, stop, ping; client_command, script (a statement under a time limit)
-and is_timeout, which the query loop runs through; rows (a query's rows);
+start, stop, ping, running (whether tierlab's recorded server runs);
+client_command, script (a statement under a time limit) and is_timeout, which
+the query loop runs through; rows (a query's rows);
 facts (version, settings read back); counters (the engine's I/O counters, as
 integers, for per-query deltas); plan (the plan of a statement just run);
 object_files (every file of every object of the workload's tables, with its
 offset in the object); database_dirs (the directory on each tier where a
-database's files are made) and user (who owns them); move (objects to the
-tier a placement gives them);
+database's files are made) and user (who owns them); tier_tables (each
+database's tables on a tier, with their bytes); move (objects to the tier a
+placement gives them); drop (a database, with its files on every tier);
 sysbench_options (the options and environment that let sysbench reach the
 server, and place the tables its prepare creates).
 """

@@ -73,6 +73,9 @@ class MysqlFamily:
     def stop(self) -> dict:
         return server.stop(self.spec["instance"])
 
+    def running(self) -> bool:
+        return server.running(self.spec["instance"])
+
     def script(self, sql: str, limit_s: int) -> str:
         """What the client is given for one statement under a server-side time limit."""
         return f"{STATEMENT_LIMIT[self.name].format(s=limit_s, ms=limit_s * 1000)};\n{sql}\n"
@@ -150,6 +153,14 @@ class MysqlFamily:
                               "path": path, "offset_bytes": 0, "ranges": ranges})
         return files
 
+    def tier_tables(self, role: str) -> dict[str, dict[str, int]]:
+        """{database: {table: bytes}} of the tables whose files are on the role's tier: InnoDB makes them in a
+        directory named after their database, under the tier's DATA DIRECTORY."""
+        tables = {}
+        for path in sorted(Path(self.spec["tier_dirs"][role]).glob("*/*.ibd")):
+            tables.setdefault(path.parent.name, {})[path.stem] = path.stat().st_size
+        return tables
+
     def database_dirs(self, database: str) -> list[Path]:
         """InnoDB makes a table's file under its DATA DIRECTORY, in a directory named after its database."""
         return [Path(directory) / database for directory in self.spec["tier_dirs"].values()]
@@ -172,6 +183,10 @@ class MysqlFamily:
                  f"{create} DATA DIRECTORY='{target}' {table_options}".rstrip()])
             placed.append({"object": table, "to": target})
         return placed
+
+    def drop(self, database: str) -> None:
+        """Drop a database tierlab loaded: InnoDB removes each table's file under its DATA DIRECTORY too."""
+        self.rows(f"DROP DATABASE `{database}`", timeout_s=3600)
 
     def move(self, database: str, placement: dict[str, str]) -> list[dict]:
         """Move tables whose tier changes, offline: MariaDB ignores ALTER TABLE ... DATA DIRECTORY, so

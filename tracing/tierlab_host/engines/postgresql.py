@@ -66,6 +66,9 @@ class Postgresql:
     def stop(self) -> dict:
         return server.stop(self.spec["instance"])
 
+    def running(self) -> bool:
+        return server.running(self.spec["instance"])
+
     def script(self, sql: str, limit_s: int) -> str:
         """The statement under a server-side limit, its executed plan logged by auto_explain (with
         buffers, without per-node timing), and the session's statistics flushed before it ends so
@@ -183,6 +186,21 @@ class Postgresql:
                          "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i') "
                          "ORDER BY 3, 2 DESC, 1", database)
 
+    def tier_tables(self, role: str) -> dict[str, dict[str, int]]:
+        """{database: {table: bytes}} of the tables (each with its TOAST and those of its indexes) in the role's
+        tablespace, in every database of the cluster."""
+        tables = {}
+        for (database,) in self.rows("SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres' "
+                                     "ORDER BY 1"):
+            rows = self.rows("SELECT coalesce(t.relname, c.relname), sum(pg_table_size(c.oid)) FROM pg_class c "
+                             "LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid "
+                             "JOIN pg_tablespace s ON s.oid = c.reltablespace "
+                             f"WHERE s.spcname = '{self.spec['tablespaces'][role]}' AND c.relkind IN ('r', 'i') "
+                             "AND c.relnamespace = 'public'::regnamespace GROUP BY 1", database)
+            if rows:
+                tables[database] = {table: int(size) for table, size in rows}
+        return tables
+
     def database_dirs(self, database: str) -> list[Path]:
         """A tablespace keeps each database's files in <location>/PG_<major>_<catalog version>/<database oid>,
         made when the database's first relation there is."""
@@ -193,6 +211,10 @@ class Postgresql:
             (version_dir,) = Path(location).glob("PG_*")
             dirs.append(version_dir / oid)
         return dirs
+
+    def drop(self, database: str) -> None:
+        """Drop a database tierlab loaded, with its files in every tablespace (its sessions ended first)."""
+        self.rows(f'DROP DATABASE "{database}" WITH (FORCE)', timeout_s=3600)
 
     def place(self, database: str, placement: dict[str, str], table_options: str) -> list[dict]:
         """Put each table of a schema tierlab did not write (a workload directory's) and its indexes in its tier's

@@ -34,6 +34,12 @@ def recorded(instance: str) -> dict | None:
     return None
 
 
+def running(instance: str) -> bool:
+    """Whether the recorded server of the instance runs."""
+    entry = recorded(instance)
+    return bool(entry and _is_ours(entry))
+
+
 def require_free_port(instance: str, port: int) -> None:
     """Refuse a port another process listens on (the servers listen on 127.0.0.1): the server would exit at
     start-up with the reason only in its log, and the port most likely belongs to another tierlab root."""

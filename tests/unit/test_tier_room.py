@@ -1,0 +1,49 @@
+"""Which other databases move off a tier that lacks room for a run's layout."""
+
+import pytest
+
+from tierlab_host.system import HostError
+from tierlab_host.tier_room import Holding, evictions
+
+MIB = 2**20
+
+
+def holding(instance: str, database: str, mib: int) -> Holding:
+    return Holding({"instance": instance}, database, ("sbtest1",), mib * MIB)
+
+
+# E4's page-size sweep with every table on the fast tier: the 4k and 8k points' databases are there
+SWEEP = [holding("mariadb-4k", "sysbench_8x1000000", 2100), holding("mariadb-8k", "sysbench_8x1000000", 2200),
+         holding("mariadb-16k", "tpch_sf0_1", 40)]
+
+
+def test_a_tier_that_lacks_nothing_moves_nothing_off():
+    assert evictions(0, SWEEP) == []
+
+
+def test_the_largest_database_moves_off_first_and_only_as_many_as_make_the_room():
+    assert evictions(1500 * MIB, SWEEP) == [SWEEP[1]]
+
+
+def test_a_room_one_database_cannot_make_takes_the_next_largest_too():
+    assert evictions(2300 * MIB, SWEEP) == [SWEEP[1], SWEEP[0]]
+
+
+def test_equal_sizes_move_off_in_the_order_of_their_instances_and_databases():
+    twins = [holding("mysql-4k", "b", 100), holding("mariadb-4k", "b", 100), holding("mariadb-4k", "a", 100)]
+    assert evictions(150 * MIB, twins) == [twins[2], twins[1]]
+
+
+def test_a_room_all_of_them_cannot_make_is_refused_naming_what_they_hold_and_moves_nothing():
+    with pytest.raises(HostError) as err:
+        evictions(5000 * MIB, SWEEP)
+    assert str(err.value) == ("the other databases tierlab made hold only 4340.0 MiB there "
+                              "(mariadb-8k/sysbench_8x1000000 2200.0 MiB, mariadb-4k/sysbench_8x1000000 2100.0 MiB, "
+                              "mariadb-16k/tpch_sf0_1 40.0 MiB), and the layout lacks 5000.0 MiB")
+
+
+def test_no_other_database_on_the_tier_is_refused_as_holding_nothing():
+    with pytest.raises(HostError) as err:
+        evictions(MIB, [])
+    assert str(err.value) == ("the other databases tierlab made hold only 0.0 MiB there (nothing), and the layout "
+                              "lacks 1.0 MiB")
