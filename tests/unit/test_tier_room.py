@@ -1,9 +1,13 @@
 """Which other databases move off a tier that lacks room for a run's layout."""
 
+import json
+from pathlib import Path
+
 import pytest
 
+from tierlab_host import record
 from tierlab_host.system import HostError
-from tierlab_host.tier_room import Holding, evictions
+from tierlab_host.tier_room import Holding, _holdings, evictions
 
 MIB = 2**20
 
@@ -47,3 +51,28 @@ def test_no_other_database_on_the_tier_is_refused_as_holding_nothing():
         evictions(MIB, [])
     assert str(err.value) == ("the other databases tierlab made hold only 0.0 MiB there (nothing), and the layout "
                               "lacks 1.0 MiB")
+
+
+def instance(instances, name: str, tiers) -> dict:
+    """An instance's engine spec as the mysql role writes it, its server a program that does not exist: starting
+    it fails the test."""
+    spec = {"name": "mariadb", "instance": name, "server": str(tiers / "no-such-server"), "chroot": "",
+            "defaults_file": str(instances / name / "my.cnf"), "client_file": str(instances / name / "client.cnf"),
+            "port": 3999, "log_file": str(instances / name / "mysqld.log"), "stop_signals": ["SIGTERM"],
+            "tier_dirs": {role: str(tiers / role / name / "tables") for role in ("fast", "capacity")}}
+    (instances / name).mkdir(parents=True)
+    (instances / name / "engine.json").write_text(json.dumps(spec))
+    return spec
+
+
+def test_an_instance_with_no_file_on_the_tier_is_neither_asked_nor_started(tmp_path, monkeypatch):
+    """Teardown keeps the instances' directories, and tiers brought up again are empty: E4's resumed sweep found
+    mariadb-4k's directory with its data gone, and starting it failed the run."""
+    monkeypatch.setattr(record, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "state" / "created.json")
+    instances, tiers = tmp_path / "instances", tmp_path / "tiers"
+    gone = instance(instances, "mariadb-4k", tiers)
+    instance(instances, "mariadb-8k", tiers)
+    Path(gone["tier_dirs"]["capacity"], "sysbench_8x1000000").mkdir(parents=True)
+    Path(gone["tier_dirs"]["capacity"], "sysbench_8x1000000", "sbtest1.ibd").write_bytes(bytes(16384))
+    assert _holdings(str(instances), "fast") == []

@@ -92,10 +92,16 @@ def make_room(db, database: str, placement: dict[str, str], table_bytes: dict[st
 
 
 def _holdings(instances_dir: str, role: str) -> list[Holding]:
-    """What each database of every instance tierlab made under the root keeps on the role's tier."""
+    """What each database of every instance tierlab made under the root keeps on the role's tier. An instance
+    with no file there is not asked, nor started: its databases are elsewhere, or went with the tiers they were
+    on (teardown keeps the instances' directories, and tiers brought up again are empty)."""
     holdings = []
     for spec_file in sorted(Path(instances_dir).glob("*/engine.json")):
         spec = json.loads(spec_file.read_text())
+        # an engine spec written before the specs named their tier directories: its next run writes them
+        directory = spec.get("tier_dirs", {}).get(role)
+        if directory is None or not any(path.is_file() for path in Path(directory).rglob("*")):
+            continue
         with _running(engine(spec)) as other:
             for database, tables in other.tier_tables(role).items():
                 holdings.append(Holding(spec, database, tuple(sorted(tables)), sum(tables.values())))
