@@ -7,8 +7,9 @@ estimated bytes}, instances_dir} and moves other databases tierlab made off a
 tier that lacks room for the placement (tier_room.py); layout-apply takes the
 same, makes that room and moves what the placement changes (the engine decides
 how: offline for InnoDB files, ALTER ... SET TABLESPACE for PostgreSQL), with
-each move's time; layout-place takes the same and table_options, and puts the new, empty tables of a schema tierlab did
-not write on their tiers; sysbench-prepare takes
+each move's time; layout-place takes the same and table_options, and puts
+the new, empty tables of a schema tierlab did not write on their tiers;
+sysbench-prepare takes
 {engine: spec, database, tables, table_size, threads, target, table_options};
 database-compress takes {engine: spec, database, compression, step}: step
 `dirs` sets the compression on the database's directory on every tier, before

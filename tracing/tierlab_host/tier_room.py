@@ -111,19 +111,22 @@ def _holdings(instances_dir: str, role: str) -> list[Holding]:
 def _move_off(db, holding: Holding) -> list[dict]:
     """Move a holding's tables to the capacity tier, with the server of its instance (the run's own, or another
     that tierlab started, left running or stopped as it was)."""
-    same = holding.spec["instance"] == db.spec["instance"]
-    with _running(db if same else engine(holding.spec)) as owner:
+    with _running(_owner(db, holding)) as owner:
         moved = owner.move(holding.database, dict.fromkeys(holding.tables, ROOMY))
     return [{**move, "instance": holding.spec["instance"], "database": holding.database} for move in moved]
 
 
 def _drop(db, holding: Holding) -> list[dict]:
     """Drop a holding's database, with the server of its instance, as _move_off moves it."""
-    same = holding.spec["instance"] == db.spec["instance"]
-    with _running(db if same else engine(holding.spec)) as owner:
+    with _running(_owner(db, holding)) as owner:
         owner.drop(holding.database)
     return [{"instance": holding.spec["instance"], "database": holding.database, "tables": list(holding.tables),
              "size_bytes": holding.size_bytes, "dropped": True}]
+
+
+def _owner(db, holding: Holding):
+    """The engine of the holding's instance: the run's own where it is the run's instance."""
+    return db if holding.spec["instance"] == db.spec["instance"] else engine(holding.spec)
 
 
 @contextmanager
