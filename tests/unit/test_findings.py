@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from tierlab.report.findings import write_findings_page
-from tierlab.studies.findings import answers, engine_contrasts, gather, setup_line, study_findings, ties
+from tierlab.studies.findings import answers, engine_contrasts, gather, recommend_lines, setup_line, study_findings, ties
 from tierlab.studies.study import SCHEMA_VERSION
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -142,3 +142,24 @@ def test_a_study_stopped_half_way_counts_its_points_against_the_whole_matrix(tmp
                                                       "started_at": "then", "ended_at": None, "points": [point]}))
     summary = gather(tmp_path)["study"]
     assert (summary["points"], summary["ok"]) == (6, 0)
+
+
+def test_the_capacity_curve_names_the_ranges_of_capacities_where_a_cache_beats_placement():
+    mib = 2**20
+    advice = pd.DataFrame([{
+        "engine": "postgresql", "run_id": "r1", "fast_capacity_bytes": 400 * mib, "layout": "C+O", "fast_bytes": 300 * mib,
+        "predicted_s": 510.0, "traced_layout": "None", "traced_s": 668.0, "cache_predicted_s": 470.0,
+        "cache_hit_pct": 44.0, "verdict": "cache", "migration_tables": "customer+orders", "migration_bytes": 300 * mib,
+        "migration_s": 0.9}])
+    verdicts = [(1, "placement"), (2, "cache"), (3, "cache"), (4, "cache"), (5, "placement"), (6, "cache"),
+                (7, "placement"), (8, "cache"), (9, "cache")]
+    curve = pd.DataFrame([{"engine": "postgresql", "capacity_bytes": size * mib, "verdict": verdict}
+                          for size, verdict in reversed(verdicts)])
+    tables = {"study": {"study": {"matrix": {"engine": ["postgresql"], "layout": ["None", "ALL"]}}},
+              "recommend": advice, "cache_curve": curve}
+    assert recommend_lines(tables)[1] == (
+        "engine=postgresql: over the capacity curve (9 capacities), a cache beats the best placement that fits at 6 of "
+        "them: 2.0 MiB to 4.0 MiB, 6.0 MiB, 8.0 MiB to 9.0 MiB")
+    tables["cache_curve"] = curve.assign(verdict="placement")
+    assert recommend_lines(tables)[1] == ("engine=postgresql: over the capacity curve (9 capacities), a cache beats "
+                                          "the best placement that fits at none of them")

@@ -447,11 +447,28 @@ def recommend_lines(tables: dict) -> list[str]:
             f"({human_bytes(row['migration_bytes'])}, about {row['migration_s']:.1f} s). Evidence: run {row['run_id']}")
         curve = curves[(curves[others] == pd.Series(dict(zip(others, key, strict=True)))).all(axis=1)] if others \
             else curves
-        cache = curve[curve["verdict"] == "cache"]
+        spans = _verdict_spans(curve, "cache")
+        cached = sum(count for _, _, count in spans)
         lines.append(f"{_where(others, key)}: over the capacity curve ({len(curve)} capacities), a cache beats the "
-                     "best placement that fits " + (f"at {', '.join(human_bytes(c) for c in cache['capacity_bytes'])}"
-                                                    if len(cache) else "at none"))
+                     f"best placement that fits at {cached or 'none'} of them" +
+                     (": " + ", ".join(human_bytes(low) if count == 1 else f"{human_bytes(low)} to {human_bytes(high)}"
+                                       for low, high, count in spans) if spans else ""))
     return lines
+
+
+def _verdict_spans(curve: pd.DataFrame, verdict: str) -> list[tuple[int, int, int]]:
+    """The runs of consecutive capacities (smallest first) where the curve's verdict is this one: (smallest,
+    largest, how many), so that a page names a few ranges rather than every capacity of a curve of eighty."""
+    spans = []
+    previous = None
+    for capacity, this in curve.sort_values("capacity_bytes")[["capacity_bytes", "verdict"]].itertuples(index=False):
+        if this == verdict and previous == verdict:
+            low, _, count = spans[-1]
+            spans[-1] = (low, capacity, count + 1)
+        elif this == verdict:
+            spans.append((capacity, capacity, 1))
+        previous = this
+    return spans
 
 
 def _megabytes(values: pd.Series) -> str:
