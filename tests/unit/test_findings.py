@@ -144,6 +144,27 @@ def test_a_study_stopped_half_way_counts_its_points_against_the_whole_matrix(tmp
     assert (summary["points"], summary["ok"]) == (6, 0)
 
 
+def test_the_setup_says_how_long_the_study_s_runs_took_where_its_record_kept_their_seconds(tmp_path):
+    study = {"name": "e4-threads", "workload": "sysbench", "variables": {}, "matrix": {"threads": ["1", "2"]},
+             "repetitions": 1}
+    failed = [{"point": number, "repetition": 1, "status": "failed", "run_id": None, "variables": {"threads": str(number)},
+               "seconds": seconds} for number, seconds in ((1, 1510.4), (2, 289.6))]
+    (tmp_path / "study.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "study_id": "s", "study": study,
+                                                      "started_at": "then", "ended_at": "now", "points": failed}))
+    summary = gather(tmp_path)["study"]
+    assert summary["run_s"] == 1800.0
+    runs = pd.DataFrame({"point": [1], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
+                         "threads": "1", "engine_version": "10.11.19-MariaDB", "buffer_pool": "32M",
+                         "buffer_pool_bytes": 32 << 20, "data_bytes": 2000 << 20, "fidelity": "faithful",
+                         "dilation": 5.0, "scale_factor": float("nan"), "host": "localhost", "cpus": 2,
+                         "memory_bytes": 24 << 30, "kernel": "6.18"})
+    tables = {"study": {**summary, "ok": 1}, "runs": runs}
+    assert setup_line(tables).endswith("1 of 2 points ok; study s (then to now; its runs took 30 min)")
+    # a summary committed before the record kept its points' seconds
+    del tables["study"]["run_s"]
+    assert setup_line(tables).endswith("1 of 2 points ok; study s (then to now)")
+
+
 def test_the_capacity_curve_names_the_ranges_of_capacities_where_a_cache_beats_placement():
     mib = 2**20
     advice = pd.DataFrame([{

@@ -169,6 +169,7 @@ def gather(study_dir: Path) -> dict:
     unanswered: list[str] = []
     tables = {"study": {"study_id": record["study_id"], "study": study, "started_at": record.get("started_at"),
                         "ended_at": record.get("ended_at"), "points": len(points(study)), "ok": len(ok),
+                        "run_s": round(sum(point.get("seconds") or 0 for point in record["points"]), 1),
                         "unanswered": unanswered},
               "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]],
                                    columns=None if record["points"] else ["point", "repetition", "status", "run_id",
@@ -516,7 +517,9 @@ def setup_line(tables: dict) -> str:
             + (f"; {' and '.join(crowded)}: more at once than the host's {host['cpus']:.0f} CPUs, so those points "
                "measure CPU contention as well as the devices" if crowded else "")
             + f"; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
-            f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'})")
+            f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'}"
+            # summaries committed before the record's seconds were kept have none
+            + (f"; its runs took {summary['run_s'] / 60:.0f} min)" if summary.get("run_s") else ")"))
 
 
 def _found(tables: dict, **given) -> dict:
