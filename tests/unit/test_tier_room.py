@@ -7,13 +7,13 @@ import pytest
 
 from tierlab_host import record
 from tierlab_host.system import HostError
-from tierlab_host.tier_room import Holding, _holdings, evictions
+from tierlab_host.tier_room import Holding, _holdings, evictions, note_use, uses
 
 MIB = 2**20
 
 
-def holding(instance: str, database: str, mib: int) -> Holding:
-    return Holding({"instance": instance}, database, ("sbtest1",), mib * MIB)
+def holding(instance: str, database: str, mib: int, used_at: float = 0.0) -> Holding:
+    return Holding({"instance": instance}, database, ("sbtest1",), mib * MIB, used_at)
 
 
 # E4's page-size sweep with every table on the fast tier: the 4k and 8k points' databases are there
@@ -31,6 +31,25 @@ def test_the_largest_database_moves_off_first_and_only_as_many_as_make_the_room(
 
 def test_a_room_one_database_cannot_make_takes_the_next_largest_too():
     assert evictions(2300 * MIB, SWEEP) == [SWEEP[1], SWEEP[0]]
+
+
+def test_the_database_a_run_used_least_recently_moves_off_first_whatever_its_size():
+    # E4's page-size sweep at its first MySQL point with every table on the fast tier: MariaDB's databases are
+    # those of a finished loop, and the mysql-8k database used a minute ago is the next point's
+    used = [holding("mariadb-64k", "sysbench_8x1000000", 2000, used_at=1000.0),
+            holding("mysql-8k", "sysbench_8x1000000", 2200, used_at=5000.0),
+            holding("mariadb-16k", "sysbench_8x1000000", 1900, used_at=900.0)]
+    assert evictions(2500 * MIB, used) == [used[2], used[0]]
+
+
+def test_a_database_with_no_recorded_use_counts_as_used_longest_ago(tmp_path):
+    note_use(tmp_path, "sysbench_8x1000000", 5000.0)
+    note_use(tmp_path, "tpch_sf1", 6000.0)
+    note_use(tmp_path, "sysbench_8x1000000", 7000.0)
+    assert uses(tmp_path) == {"sysbench_8x1000000": 7000.0, "tpch_sf1": 6000.0}
+    assert uses(tmp_path / "never-used") == {}
+    old = [holding("mariadb-16k", "sysbench_8x1000000", 100, used_at=7000.0), holding("mariadb-16k", "ssb_sf1", 50)]
+    assert evictions(10 * MIB, old) == [old[1]]
 
 
 def test_equal_sizes_move_off_in_the_order_of_their_instances_and_databases():

@@ -5,8 +5,8 @@ compression) share its two tiers, and a database keeps the layout of its last ru
 its tables. A sweep that puts every table on the fast tier at each page size would fill the fast tier with the
 earlier points' databases and fail at the third, and one that loads a database per point would fill the
 capacity tier. So before a run loads or moves its tables, tierlab works out how much its layout still brings
-onto each tier and, where the tier lacks room, makes it with whole other databases of the root, largest first
-and as few as make it: off the fast tier they move to the capacity tier (their next run moves them back if its
+onto each tier and, where the tier lacks room, makes it with whole other databases of the root, the least
+recently used first: off the fast tier they move to the capacity tier (their next run moves them back if its
 layout says so); off the capacity tier, where they have nowhere to go, they are dropped (loaded data, which
 their next run loads again). Their servers are the ones tierlab started, stopped again after if they were. Where
 even that would not make room, the run is refused before anything moves.
@@ -14,6 +14,7 @@ even that would not make room, the run is refused before anything moves.
 
 import json
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -28,19 +29,30 @@ USABLE_SHARE = 0.9
 ROOMY = "capacity"
 
 
+# each instance's record of when a run last made room for each of its databases (its last use), in its directory
+USED_FILE = "used.json"
+
+
 class Holding(NamedTuple):
-    """A database's tables on a tier: the instance (its engine spec) and database they belong to, and their bytes."""
+    """A database's tables on a tier: the instance (its engine spec) and database they belong to, their bytes, and
+    when a run last used the database (seconds since the epoch; 0 where none is recorded)."""
     spec: dict
     database: str
     tables: tuple[str, ...]
     size_bytes: int
+    used_at: float
 
 
 def evictions(short_bytes: int, holdings: list[Holding]) -> list[Holding]:
-    """The holdings to move off a tier that lacks short_bytes: the largest first, as few as make the room; none
-    when it lacks nothing. HostError (naming what they hold) when all of them together would not make it."""
+    """The holdings to move off a tier that lacks short_bytes: the least recently used first, and of those used
+    as long ago the largest, until they make the room; none when it lacks nothing. HostError (naming what they
+    hold) when all of them together would not make it.
+
+    The least recently used, not the largest: a study sweeps its matrix in nested loops, so the databases it used
+    longest ago are those of the loops it has finished (E4's page-size sweep, largest first, dropped the
+    database its next point loaded again)."""
     chosen, freed = [], 0
-    for holding in sorted(holdings, key=lambda h: (-h.size_bytes, h.spec["instance"], h.database)):
+    for holding in sorted(holdings, key=lambda h: (h.used_at, -h.size_bytes, h.spec["instance"], h.database)):
         if freed >= short_bytes:
             break
         chosen.append(holding)
@@ -57,6 +69,7 @@ def make_room(db, database: str, placement: dict[str, str], table_bytes: dict[st
     """Make room on each tier the placement lacks it on; the moves and drops that made it, each with its instance
     and database. table_bytes: each table's estimated bytes, for a table not made yet (the load makes it on its
     tier); a table that exists counts with its file's size."""
+    note_use(Path(instances_dir, db.spec["instance"]), database, time.time())
     located = {role: db.tier_tables(role).get(database, {}) for role in db.spec["tier_dirs"]}
     size = {table: tables[table] for tables in located.values() for table in tables}
     incoming = {role: sorted(t for t, tier in placement.items() if tier == role and t not in located[role])
@@ -102,10 +115,28 @@ def _holdings(instances_dir: str, role: str) -> list[Holding]:
         directory = spec.get("tier_dirs", {}).get(role)
         if directory is None or not any(path.is_file() for path in Path(directory).rglob("*")):
             continue
+        used = uses(spec_file.parent)
         with _running(engine(spec)) as other:
             for database, tables in other.tier_tables(role).items():
-                holdings.append(Holding(spec, database, tuple(sorted(tables)), sum(tables.values())))
+                holdings.append(Holding(spec, database, tuple(sorted(tables)), sum(tables.values()),
+                                        used.get(database, 0.0)))
     return holdings
+
+
+def uses(instance_dir: Path) -> dict[str, float]:
+    """When a run last used each database of the instance; none for an instance no run has made room for since
+    the record was kept."""
+    path = instance_dir / USED_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def note_use(instance_dir: Path, database: str, at: float) -> None:
+    """Record that a run uses the database now (written whole through a temporary file: a run killed midway
+    leaves the record before or after, never half)."""
+    path = instance_dir / USED_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({**uses(instance_dir), database: at}))
+    temporary.replace(path)
 
 
 def _move_off(db, holding: Holding) -> list[dict]:
