@@ -1,6 +1,7 @@
 """Running commands and reading block-device facts on the host."""
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -32,6 +33,32 @@ def changed_at(path: Path) -> int | None:
     """When the file was last written (ns), or None where there is none: the key of what is kept until it
     changes."""
     return path.stat().st_mtime_ns if path.exists() else None
+
+
+def copy_keeping_holes(src: Path, dst: Path) -> None:
+    """Copy src's data to dst (made or emptied) and leave src's holes holes: InnoDB's page compression punches a
+    hole in each page it writes, and a plain copy (shutil.copyfile's sendfile) fills them, so the table would
+    take its uncompressed size on the tier it moves to and be read from there whole."""
+    with open(src, "rb") as source, open(dst, "wb") as target:
+        size = os.fstat(source.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(source.fileno(), offset, os.SEEK_DATA)
+            except OSError as exc:
+                # ENXIO: no data after offset, the rest is a hole
+                if exc.errno != errno.ENXIO:
+                    raise
+                break
+            offset = os.lseek(source.fileno(), start, os.SEEK_HOLE)
+            # sendfile writes at the target's position
+            os.lseek(target.fileno(), start, os.SEEK_SET)
+            while start < offset:
+                sent = os.sendfile(target.fileno(), source.fileno(), start, offset - start)
+                if sent == 0:
+                    raise OSError(errno.EIO, f"{src} ended at byte {start} while it was copied")
+                start += sent
+        os.ftruncate(target.fileno(), size)
 
 
 def no_room(path: Path) -> str:

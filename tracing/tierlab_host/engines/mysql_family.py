@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ..innodb_pages import index_runs, object_ranges
-from ..system import HostError, no_room, run
+from ..system import HostError, copy_keeping_holes, no_room, run
 from . import server
 
 COUNTERS = [
@@ -224,7 +224,7 @@ def _move_file(src: Path, dst: Path, tier: str) -> None:
     shutil.chown(dst.parent, "mysql", "mysql")
     tmp = dst.with_suffix(".ibd.moving")
     try:
-        shutil.copyfile(src, tmp)
+        copy_keeping_holes(src, tmp)
         shutil.copystat(src, tmp)
         shutil.chown(tmp, "mysql", "mysql")
         with open(tmp, "rb") as f:
