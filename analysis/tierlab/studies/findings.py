@@ -23,6 +23,7 @@ tier (contract.csv, devices/contract.py) and the suite's jobs (device_jobs.csv).
 
 import json
 import shutil
+from itertools import groupby
 from pathlib import Path
 
 import pandas as pd
@@ -460,16 +461,10 @@ def recommend_lines(tables: dict) -> list[str]:
 def _verdict_spans(curve: pd.DataFrame, verdict: str) -> list[tuple[int, int, int]]:
     """The runs of consecutive capacities (smallest first) where the curve's verdict is this one: (smallest,
     largest, how many), so that a page names a few ranges rather than every capacity of a curve of eighty."""
-    spans = []
-    previous = None
-    for capacity, this in curve.sort_values("capacity_bytes")[["capacity_bytes", "verdict"]].itertuples(index=False):
-        if this == verdict and previous == verdict:
-            low, _, count = spans[-1]
-            spans[-1] = (low, capacity, count + 1)
-        elif this == verdict:
-            spans.append((capacity, capacity, 1))
-        previous = this
-    return spans
+    ordered = curve.sort_values("capacity_bytes")
+    runs = groupby(zip(ordered["capacity_bytes"], ordered["verdict"], strict=True), key=lambda pair: pair[1])
+    spans = [[capacity for capacity, _ in run] for this, run in runs if this == verdict]
+    return [(sizes[0], sizes[-1], len(sizes)) for sizes in spans]
 
 
 def _megabytes(values: pd.Series) -> str:
@@ -518,7 +513,7 @@ def setup_line(tables: dict) -> str:
                "measure CPU contention as well as the devices" if crowded else "")
             + f"; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
             f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'}"
-            # summaries committed before the record's seconds were kept have none
+            # a summary committed before summaries carried run_s has none
             + (f"; its runs took {summary['run_s'] / 60:.0f} min)" if summary.get("run_s") else ")"))
 
 
