@@ -160,7 +160,7 @@ def test_the_setup_says_how_long_the_study_s_runs_took_where_its_record_kept_the
                          "memory_bytes": 24 << 30, "kernel": "6.18"})
     tables = {"study": {**summary, "ok": 1}, "runs": runs}
     assert setup_line(tables).endswith("1 of 2 points ok; study s (then to now; its runs took 30 min)")
-    # a summary committed before the record kept its points' seconds
+    # a summary committed before summaries carried run_s
     del tables["study"]["run_s"]
     assert setup_line(tables).endswith("1 of 2 points ok; study s (then to now)")
 

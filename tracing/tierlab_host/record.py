@@ -23,10 +23,10 @@ def _locked():
         fcntl.flock(lock, fcntl.LOCK_EX)
         entries = json.loads(RECORD_PATH.read_text()) if RECORD_PATH.exists() else []
         yield entries
-        _replace(RECORD_PATH, entries)
+        replace_json(RECORD_PATH, entries)
 
 
-def _replace(path: Path, data) -> None:
+def replace_json(path: Path, data) -> None:
     """Writes data as JSON whole or not at all: a reader never sees half a file."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
@@ -57,7 +57,7 @@ def write_state(name: str, data) -> None:
     if not STATE_DIR.parent.is_dir():
         return
     STATE_DIR.mkdir(exist_ok=True)
-    _replace(STATE_DIR / name, data)
+    replace_json(STATE_DIR / name, data)
 
 
 def read_state(name: str):

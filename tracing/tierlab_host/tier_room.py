@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from . import record
 from .engines import engine
 from .system import HostError
 
@@ -131,12 +132,9 @@ def uses(instance_dir: Path) -> dict[str, float]:
 
 
 def note_use(instance_dir: Path, database: str, at: float) -> None:
-    """Record that a run uses the database now (written whole through a temporary file: a run killed midway
-    leaves the record before or after, never half)."""
-    path = instance_dir / USED_FILE
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps({**uses(instance_dir), database: at}))
-    temporary.replace(path)
+    """Record that a run uses the database now (written whole: a run killed midway leaves the record before or
+    after, never half)."""
+    record.replace_json(instance_dir / USED_FILE, {**uses(instance_dir), database: at})
 
 
 def _move_off(db, holding: Holding) -> list[dict]:
