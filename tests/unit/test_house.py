@@ -8,9 +8,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "analysis" / "tierlab"
-# lowest first; the modules at the package's top (errors, checkout) are below every layer, the CLI above them all
+# lowest first; the modules at the package's top (errors, checkout, files) are below every layer, the CLI above them all
 LAYERS = ("catalog", "metrics", "traces", "devices", "runs", "placement", "studies", "report")
-BOTTOM = ("errors", "checkout")
+BOTTOM = ("errors", "checkout", "files")
 TOP = ("cli", "__main__", "__init__")
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 100

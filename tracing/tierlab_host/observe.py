@@ -17,13 +17,12 @@ are written (raw/rotated.json says which), while every interval keeps its counte
 """
 
 import json
-import os
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import trace
+from . import record, trace
 from .clients import STOP
 from .extents import map_files
 from .observed import observed
@@ -239,19 +238,10 @@ def rotate(raw: Path, limit_bytes: int) -> None:
         total -= sizes[index]
     if not gone:
         return
-    _replace(record_file, json.dumps(rotated, indent=1))
-    _replace(rows_file, "".join(json.dumps(row) + "\n" for row in rows))
+    record.replace_json(record_file, rotated)
+    record.replace_text(rows_file, "".join(json.dumps(row) + "\n" for row in rows))
     for name in gone:
         (raw / "traces" / name).unlink()
-
-
-def _replace(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
 
 
 def disk_stats(devices: list[str]) -> dict[str, dict[str, int]]:

@@ -26,11 +26,19 @@ def _locked():
         replace_json(RECORD_PATH, entries)
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Writes text whole or not at all, and durably: a reader, or the host after a crash, finds the old file or
+    the new one, never half of one."""
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
 def replace_json(path: Path, data) -> None:
-    """Writes data as JSON whole or not at all: a reader never sees half a file."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    replace_text(path, json.dumps(data, indent=1))
 
 
 def add(kind: str, **attrs) -> None:

@@ -1,3 +1,3 @@
 """Where objects belong: layouts and caches recommended and validated, planner costs per tablespace.
 
-Imports: errors, checkout, catalog, metrics, traces, devices, runs."""
+Imports: errors, checkout, files, catalog, metrics, traces, devices, runs."""

@@ -1,3 +1,3 @@
 """One run: its settings validated, its results directory read, analyzed and described by its manifest.
 
-Imports: errors, checkout, catalog, metrics, traces, devices."""
+Imports: errors, checkout, files, catalog, metrics, traces, devices."""

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import RunDirError
+from ..files import replace_text
 from .settings import WORKLOAD_VARIABLES
 
 # the results format this tierlab writes (results/README.md)
@@ -198,7 +199,5 @@ def build(run_dir: Path, status: str, error: str = "", phases: dict | None = Non
 
 def write(run_dir: Path, status: str, error: str = "", phases: dict | None = None) -> dict:
     manifest = build(run_dir, status, error, phases)
-    tmp = run_dir / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, default=str))
-    tmp.replace(run_dir / "manifest.json")
+    replace_text(run_dir / "manifest.json", json.dumps(manifest, indent=1, default=str))
     return manifest

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..files import replace_text
 from .results import REQUEST_SCHEMA, Run
 from .window_summary import WindowParameters, WindowSummary
 
@@ -60,9 +61,7 @@ def keep(run_dir: Path, label: str, window_key: dict, summary: WindowSummary, re
     directory.mkdir(parents=True, exist_ok=True)
     pq.write_table(requests, directory / f"{label}.parquet")
     path = directory / f"{label}.json"
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps({"key": window_key, "summary": summary.as_record()}, default=_plain))
-    partial.replace(path)
+    replace_text(path, json.dumps({"key": window_key, "summary": summary.as_record()}, default=_plain))
     return path
 
 

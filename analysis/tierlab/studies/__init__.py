@@ -1,3 +1,3 @@
 """Studies of many runs: a matrix of run settings run point by point, and the advice it supports.
 
-Imports: errors, checkout, catalog, metrics, traces, devices, runs, placement."""
+Imports: errors, checkout, files, catalog, metrics, traces, devices, runs, placement."""

@@ -42,6 +42,7 @@ from ..catalog.variables import BY_NAME, RUN_VARIABLES
 from ..catalog.workloads import WORKLOAD_DIR, WORKLOADS, playbook
 from ..checkout import PROJECT, require_checkout
 from ..errors import InputError, RunDirError
+from ..files import replace_text
 from ..runs.inventory import ANSIBLE_ENV, ANSIBLE_PLAYBOOK, inventory_hosts
 from ..runs.manifest import read_run_config
 from ..runs.settings import default_text, validate
@@ -157,9 +158,7 @@ def points(study: dict) -> list[dict]:
 
 def _write(study_dir: Path, record: dict) -> None:
     """study.json, replaced whole (a reader never sees half of it)."""
-    partial = study_dir / "study.json.partial"
-    partial.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(partial, study_dir / "study.json")
+    replace_text(study_dir / "study.json", json.dumps(record, indent=1) + "\n")
 
 
 def _run_dirs(study_dir: Path, host: str) -> set[str]:

@@ -1,3 +1,3 @@
 """Block traces into request frames: blktrace (binary and text), ftrace (text and raw), the matcher, trace-stats.
 
-Imports: errors, checkout, catalog, metrics."""
+Imports: errors, checkout, files, catalog, metrics."""
