@@ -141,6 +141,14 @@ def layout_runs(layouts):
     return {layout: layouts["runs"][(layout, 1)] for layout in LAYOUTS}
 
 
+@pytest.fixture(scope="session")
+def postgresql_runs(lab, layout_runs):
+    """Every query on PostgreSQL under C+O (warm and untraced: for answers, plans and placement), then Q3 cold
+    and traced under L, which moves what changes tier."""
+    return {"C+O": lab.run("C+O", engine="postgresql", queries="all", cold=False, trace=False),
+            "L": lab.run("L", engine="postgresql", queries="3")}
+
+
 # Two hosts on this machine reached over SSH (hosts.py), each with a root, tiers and ports of its own, whose tiers
 # are btrfs on plain loop devices (no emulator to build and calibrate on each; the emulated tiers' fidelity is
 # tested on the lab's root) with a short self-check. One study spreads a point to each: Q1, Q6 and Q14 on MariaDB

@@ -16,14 +16,6 @@ L_FAST = {"lineitem", "lineitem_pkey", "lineitem_partkey_suppkey", "lineitem_sup
 
 
 @pytest.fixture(scope="session")
-def postgresql_runs(lab, layout_runs):
-    """Every query on PostgreSQL under C+O (warm and untraced: for answers, plans and placement), then Q3 cold
-    and traced under L, which moves what changes tier."""
-    return {"C+O": lab.run("C+O", engine="postgresql", queries="all", cold=False, trace=False),
-            "L": lab.run("L", engine="postgresql", queries="3")}
-
-
-@pytest.fixture(scope="session")
 def mysql_runs(lab, layout_runs):
     """The same on MySQL (Debian sid's, in a chroot): every query warm under C+O, then Q3 cold and traced under L."""
     return {"C+O": lab.run("C+O", engine="mysql", queries="all", cold=False, trace=False),
@@ -181,15 +173,6 @@ def test_recommend_s_script_moves_each_table_and_index_to_its_tier_and_its_undo_
         assert applied.returncode == 0, f"{script}: {applied.stderr}"
         now = lab.relation_tiers(TPCH_DATABASE, manifest)
         assert {name: now.get(name) for name in expected(placement)} == expected(placement), script
-
-
-@pytest.mark.postgresql
-def test_an_innodb_variable_for_postgresql_fails_before_anything_is_touched(lab, layout_runs):
-    before = lab.run_ids()
-    done = lab.playbook("tpch.yml", check=False, engine="postgresql", io_threads=8)
-    assert done.returncode != 0
-    assert "io_threads='8' means nothing for engine=postgresql" in done.stdout
-    assert lab.run_ids() == before
 
 
 @pytest.mark.mysql

@@ -25,6 +25,9 @@ from own_instances import (
     remove_own_dir,
 )
 
+from tierlab_host.observe import probe
+from tierlab_host.system import HostError
+
 WINDOW = {"window_s": 24, "interval_s": 4, "untraced_intervals": 2}
 POSTGRESQL_PORT, MARIADB_PORT = 6710, 6711
 # PostgreSQL's hot index (1.5 million keys, 32 MiB) is twice what its memory group leaves for the page cache
@@ -50,6 +53,14 @@ MARIADB_LOAD = (
 
 def observe(lab, **variables) -> subprocess.CompletedProcess:
     return lab.playbook("observe.yml", check=False, **{**WINDOW, **variables})
+
+
+def probe_refusal(**spec) -> str:
+    """What the agent's probe, which observe.yml runs before it opens a run, refuses an instance with; here in this
+    process (test_a_wrong_password_is_refused_before_a_run_opens shows the playbook stops on it)."""
+    with pytest.raises(HostError) as refused:
+        probe({"conninfo": "", "client_file": "", "databases": [], "index_pages": None, **spec})
+    return str(refused.value)
 
 
 def window_begun(lab):
@@ -270,17 +281,12 @@ def test_a_wrong_password_is_refused_before_a_run_opens(lab, postgresql):
     assert lab.run_ids() == before
 
 
-def test_an_account_without_the_grant_it_needs_is_told_which(lab, postgresql):
+def test_an_account_without_the_grant_it_needs_is_told_which(postgresql):
     conninfo = postgresql["instance"].account("weak", "weak-secret", postgresql["here"])
-    done = observe(lab, engine="postgresql", conninfo=conninfo)
-    assert done.returncode != 0
-    assert "GRANT pg_read_all_settings TO weak;" in done.stdout
+    assert "GRANT pg_read_all_settings TO weak;" in probe_refusal(engine="postgresql", conninfo=conninfo)
 
 
 def test_a_data_directory_on_no_block_device_is_refused():
-    from tierlab_host.observe import probe
-    from tierlab_host.system import HostError
-
     here = own_dir("tmpfs")
     with contextlib.ExitStack() as undo:
         undo.callback(remove_own_dir, here)
@@ -288,8 +294,8 @@ def test_a_data_directory_on_no_block_device_is_refused():
         undo.callback(command, ["umount", str(here)], "umount tmpfs", 60)
         instance = OwnPostgresql(here / "data", POSTGRESQL_PORT + 10)
         undo.callback(instance.stop)
-        with pytest.raises(HostError, match=r"its file system \(tmpfs\) is not on a block device"):
-            probe({"engine": "postgresql", "conninfo": instance.conninfo(), "databases": [], "index_pages": None})
+        assert "its file system (tmpfs) is not on a block device" in probe_refusal(engine="postgresql",
+                                                                                  conninfo=instance.conninfo())
 
 
 def test_mariadb_s_hot_index_is_found_in_its_table_s_file_and_the_table_recommended(mariadb):
@@ -347,17 +353,14 @@ def test_mariadb_s_per_file_io_stands_beside_the_traced_reads(mariadb):
         assert view.loc[table, "block_read_pages"] == pytest.approx(view.loc[table, "engine_pages_read"], rel=0.1)
 
 
-def test_mariadb_without_process_is_told_which_grant_it_needs(lab, mariadb):
+def test_mariadb_without_process_is_told_which_grant_it_needs(mariadb):
     client_file = mariadb["instance"].account("weak", "weak-secret", mariadb["here"])
-    done = observe(lab, engine="mariadb", client_file=str(client_file))
-    assert done.returncode != 0
-    assert "GRANT PROCESS ON *.* TO 'weak'@'localhost';" in done.stdout
+    assert "GRANT PROCESS ON *.* TO 'weak'@'localhost';" in probe_refusal(engine="mariadb", client_file=str(client_file))
 
 
-def test_mariadb_on_a_wrong_socket_is_refused_with_the_client_s_words(lab, mariadb):
+def test_mariadb_on_a_wrong_socket_is_refused_with_the_client_s_words(mariadb):
     client_file = mariadb["here"] / "nowhere.cnf"
     client_file.write_text("[client]\nuser=observer\npassword=observer-secret\nsocket=/nonexistent/mariadb.sock\n")
-    done = observe(lab, engine="mariadb", client_file=str(client_file))
-    assert done.returncode != 0
-    assert f"cannot connect to mariadb with the client options in {client_file}" in done.stdout
-    assert "/nonexistent/mariadb.sock" in done.stdout
+    said = probe_refusal(engine="mariadb", client_file=str(client_file))
+    assert f"cannot connect to mariadb with the client options in {client_file}" in said
+    assert "/nonexistent/mariadb.sock" in said

@@ -9,9 +9,10 @@ import pytest
 from lab import ANSIBLE_ENV, ROOT, command
 
 
-@pytest.mark.parametrize("engine", ["mariadb", "postgresql"])
-def test_a_second_checkout_logs_in_to_the_instances_the_first_made(lab, tmp_path, engine):
-    lab.playbook("tpch.yml", "--tags", "engine", engine=engine, layout="None")
+# the fixture whose runs made the engine's instance through this checkout
+@pytest.mark.parametrize("engine,made_by", [("mariadb", "layouts"), ("postgresql", "postgresql_runs")])
+def test_a_second_checkout_logs_in_to_the_instances_the_first_made(lab, tmp_path, request, engine, made_by):
+    request.getfixturevalue(made_by)
     clone = tmp_path / "clone"
     done = command(["git", "clone", "-q", str(ROOT), str(clone)], "git clone", 300)
     assert done.returncode == 0, done.stderr

@@ -121,14 +121,6 @@ def test_the_manifest_is_complete_and_its_checksums_match(layout_runs, layout, l
     assert "password" not in json.dumps(run).lower()
 
 
-def test_a_second_provisioning_run_changes_nothing(lab, layouts):
-    # the first run brings the host to C+O whatever ran before it (other tests move tables, set other buffer pools)
-    lab.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
-    done = lab.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
-    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", done.stdout)
-    assert recap and recap.group(1) == "0", done.stdout[-3000:]
-
-
 def refused_before_anything(lab, **extra) -> str:
     """A playbook run with these variables, refused before it touches anything: its output."""
     before = lab.run_ids()
@@ -140,26 +132,17 @@ def refused_before_anything(lab, **extra) -> str:
     return done.stdout
 
 
+# the validation's refusals, each with its message, are unit tests (test_run_settings.py, test_layout.py); these
+# show the playbook makes them before it touches anything
 def test_a_bad_layout_fails_before_anything_is_touched(lab, layouts):
     said = refused_before_anything(lab, layout="C+X")
     assert "layout 'C+X': unknown table code(s) 'X'; allowed: None, ALL, or codes C O L PS P S N R joined by '+'" in said
-
-
-def test_a_layout_too_big_for_the_fast_tier_shows_the_sizes(lab, layouts):
-    said = refused_before_anything(lab, layout="ALL", scale_factor=10)
-    assert "layout 'ALL' at scale_factor=10 needs about" in said
-    assert "lineitem 13.23 GiB" in said
 
 
 def test_a_buffer_pool_larger_than_the_host_s_memory_is_refused_by_the_host_check_before_anything_is_touched(lab, layouts):
     said = refused_before_anything(lab, layout="None", buffer_pool="1T")
     assert ("lacks what this run needs (tierlab doctor shows every check): [1] memory, needed for "
             "innodb_buffer_pool_size 1024.00 GiB (buffer_pool=1024.00 GiB): MemTotal ") in said
-
-
-def test_a_fast_cache_with_tables_on_the_fast_tier_fails_before_anything_is_touched(lab, layouts):
-    said = refused_before_anything(lab, layout="C+O", fast_cache="4M")
-    assert "fast_cache=4M makes the fast tier a cache of the capacity tier" in said
 
 
 def test_resume_with_other_variables_is_refused(lab, layout_runs):
@@ -171,10 +154,13 @@ def test_resume_with_other_variables_is_refused(lab, layout_runs):
             "again") in said
 
 
-def test_a_resumed_run_runs_only_the_queries_without_a_row(lab, layouts, tmp_path):
-    # what an interrupted run leaves: the host's run directory with q01's row only, and a partial manifest; a copy
-    # of the study's second C+O run, so the study keeps its own
-    run_dir = tmp_path / layouts["runs"][("C+O", 2)].name
+@pytest.fixture(scope="module")
+def resumed(lab, layouts, tmp_path_factory):
+    """What an interrupted run leaves, resumed: the host's run directory with q01's row only, and a partial
+    manifest; a copy of the study's second C+O run, so the study keeps its own. The resumed run's output, its
+    directory, its host directory, and q01's trace before the resume."""
+    results_dir = tmp_path_factory.mktemp("resumed")
+    run_dir = results_dir / layouts["runs"][("C+O", 2)].name
     shutil.copytree(layouts["runs"][("C+O", 2)], run_dir)
     host_dir = Path(lab.root, "runs", run_dir.name)
     shutil.copytree(run_dir / "config", host_dir / "config")
@@ -185,15 +171,28 @@ def test_a_resumed_run_runs_only_the_queries_without_a_row(lab, layouts, tmp_pat
         path.unlink()
     q01_trace = (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes()
     done = lab.playbook("tpch.yml", layout="C+O", queries="1,3", trace_backend="ftrace", resume=run_dir.name,
-                        results_dir=str(tmp_path))
-    assert re.search(r"q03_try1 \(1 of 1\): ok in \d+\.\d+ s; about 0 s left", done.stdout), done.stdout[-3000:]
-    assert "q01_try1 (" not in done.stdout
-    run = manifest(run_dir)
+                        results_dir=str(results_dir))
+    return {"output": done.stdout, "run_dir": run_dir, "host_dir": host_dir, "q01_trace": q01_trace}
+
+
+def test_a_resumed_run_runs_only_the_queries_without_a_row(resumed):
+    assert re.search(r"q03_try1 \(1 of 1\): ok in \d+\.\d+ s; about 0 s left", resumed["output"]), \
+        resumed["output"][-3000:]
+    assert "q01_try1 (" not in resumed["output"]
+    run = manifest(resumed["run_dir"])
     assert (run["status"], len(run["attempts"])) == ("ok", 2)
-    rows = [json.loads(line) for line in (run_dir / "raw" / "queries.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (resumed["run_dir"] / "raw" / "queries.jsonl").read_text().splitlines()]
     assert [(r["query"], r["status"]) for r in rows] == [("q01", "ok"), ("q03", "ok")]
-    assert (run_dir / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes() == q01_trace
-    assert not host_dir.exists()
+    assert (resumed["run_dir"] / "raw" / "traces" / "q01_try1.ftrace-raw").read_bytes() == resumed["q01_trace"]
+    assert not resumed["host_dir"].exists()
+
+
+def test_provisioning_the_layout_a_run_just_ran_on_changes_nothing(lab, resumed):
+    """The resumed run brought the host to C+O (whatever ran before it: other tests move tables, set other buffer
+    pools); the provisioning phases again with the same variables find everything as they want it."""
+    done = lab.playbook("tpch.yml", "--tags", "tiers,engine,data,load", layout="C+O")
+    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", done.stdout)
+    assert recap and recap.group(1) == "0", done.stdout[-3000:]
 
 
 def wait_for(what: str, ready, agent: subprocess.Popen, limit_s: float = 120) -> None:
@@ -257,41 +256,23 @@ def test_a_run_on_a_root_whose_query_loop_runs_is_refused_and_the_loop_stopped_b
 
 
 def test_a_playbook_on_a_root_a_study_holds_is_refused_and_the_study_s_lock_taken_over_once_it_has_ended(
-        lab, layouts, tmp_path):
-    """A study of one point started; while it holds the root's lock, tpch.yml on the same root; once the study has
-    ended (a study keeps its lock to its end), tiers.yml."""
-    spec = tmp_path / "held.yml"
-    spec.write_text(f"name: held\nworkload: tpch\nvariables: {{scale_factor: {SCALE_FACTOR}, queries: '1,3'}}\n"
-                    "matrix: {layout: [C+O]}\n")
-    lock = Path(lab.root, "state", "root-lock.json")
-    before = lab.run_ids()
-    study = subprocess.Popen(lab.study_command(str(spec), "--results-dir", str(lab.results_dir)), cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for("the study's lock", lambda: lock.exists() and json.loads(lock.read_text())["pid"] == study.pid, study,
-                 limit_s=300)
-        held = json.loads(lock.read_text())
-        refused = lab.playbook("tpch.yml", check=False, layout="C+O")
-        said, _ = study.communicate(timeout=PLAYBOOK_TIMEOUT_S)
-    finally:
-        if study.poll() is None:
-            study.kill()
-            study.communicate(timeout=60)
-    assert study.returncode == 0, said
-    assert refused.returncode != 0
+        cache_study):
+    """tpch.yml while the cache study held the root's lock; tiers.yml once it had ended (a study keeps its lock to
+    its end)."""
+    held, pid = cache_study["held"], cache_study["pid"]
+    assert cache_study["refused"].returncode != 0
     # Ansible prints the refusal as JSON, the study's own command line (its --extra-vars) escaped
-    refusal = refused.stdout.replace('\\"', '"')
+    refusal = cache_study["refused"].stdout.replace('\\"', '"')
     # the holder is the study, named with the run its point was making when it took the lock
-    assert (f"this tierlab root is locked by `{held['command']}` (pid {study.pid}, run {held['run_id']}, since "
+    assert (f"this tierlab root is locked by `{held['command']}` (pid {pid}, run {held['run_id']}, since "
             f"{held['taken_at']}), which still runs: wait for it to end") in refusal
     # the refused playbook made nothing: the study's directory is all that is new
-    (new,) = lab.run_ids() - before
-    assert new.endswith("_held") and (lab.results_dir / new / held["run_id"]).is_dir()
-    assert held["kind"] == "study" and json.loads(lock.read_text()) == held
-    after = lab.playbook("tiers.yml")
-    assert (f"took over the root's lock from `{held['command']}` (pid {study.pid}, run {held['run_id']}, since "
-            f"{held['taken_at']}), which no longer runs") in after.stdout.replace('\\"', '"')
-    assert not lock.exists()
+    assert cache_study["new"] == {cache_study["dir"].name}
+    assert (cache_study["dir"] / held["run_id"]).is_dir()
+    assert held["kind"] == "study" and cache_study["left"] == held
+    assert (f"took over the root's lock from `{held['command']}` (pid {pid}, run {held['run_id']}, since "
+            f"{held['taken_at']}), which no longer runs") in cache_study["after"].replace('\\"', '"')
+    assert not cache_study["lock_after"]
 
 
 def test_a_failing_or_timed_out_query_gets_a_row_with_its_error(lab, layouts, tmp_path):
@@ -342,16 +323,37 @@ matrix:
 
 @pytest.fixture(scope="module")
 def cache_study(lab, layouts, tmp_path_factory):
-    """Q3 with every table on nand, without a cache and with a 4 MiB LRU cache of optane in front of nand."""
+    """Q3 with every table on nand, without a cache and with a 4 MiB LRU cache of optane in front of nand. While the
+    study holds the root's lock, tpch.yml on the same root; once it has ended, tiers.yml."""
     spec = tmp_path_factory.mktemp("cache") / "cache.yml"
     spec.write_text(CACHE_STUDY)
-    study_dir = lab.study(spec)
+    lock = Path(lab.root, "state", "root-lock.json")
+    before = lab.run_ids()
+    study = subprocess.Popen(lab.study_command(str(spec), "--results-dir", str(lab.results_dir)), cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for("the study's lock", lambda: lock.exists() and json.loads(lock.read_text())["pid"] == study.pid, study,
+                 limit_s=300)
+        held = json.loads(lock.read_text())
+        refused = lab.playbook("tpch.yml", check=False, layout="C+O")
+        said, _ = study.communicate(timeout=PLAYBOOK_TIMEOUT_S)
+    finally:
+        if study.poll() is None:
+            study.kill()
+            study.communicate(timeout=60)
+    assert study.returncode == 0, said
+    new = lab.run_ids() - before
+    study_dir = lab.results_dir / next(name for name in new if name.endswith("_cache"))
+    left = json.loads(lock.read_text())
+    after = lab.playbook("tiers.yml")
     record = json.loads((study_dir / "study.json").read_text())
-    return study_dir, {p["variables"]["fast_cache"]: study_dir / p["run_id"] for p in record["points"]}
+    return {"dir": study_dir, "runs": {p["variables"]["fast_cache"]: study_dir / p["run_id"] for p in record["points"]},
+            "pid": study.pid, "held": held, "refused": refused, "new": new, "left": left, "after": after.stdout,
+            "lock_after": lock.exists()}
 
 
 def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model_s(cache_study):
-    _, runs = cache_study
+    runs = cache_study["runs"]
     tier = read_csv(runs["4M"] / "tables" / "tier_metrics.csv").set_index("tier").loc["nand"]
     assert tier["model_cache_read_hits"] > 0 and tier["model_cache_read_misses"] > 0, tier
     query = read_csv(runs["4M"] / "tables" / "query_metrics.csv").iloc[0]
@@ -364,7 +366,7 @@ def test_a_fast_cache_run_counts_its_emulated_cache_s_hits_beside_the_cost_model
 def test_auto_traces_with_blktrace_where_its_relay_files_open_and_with_ftrace_elsewhere(cache_study, lab):
     """The cache study's runs leave the backend to choose (trace_backend auto): beside them, the agent's own probe
     of blktrace on the same devices."""
-    _, runs = cache_study
+    runs = cache_study["runs"]
     devices = json.loads((runs["none"] / "raw" / "trace_backend.json").read_text())["devices"]
     probe = command(["/usr/bin/python3", "-c", "import json, sys; from tierlab_host.trace import blktrace_works; "
                      "print(json.dumps(blktrace_works(json.loads(sys.argv[1]))))", json.dumps(devices)],
@@ -380,7 +382,7 @@ def test_auto_traces_with_blktrace_where_its_relay_files_open_and_with_ftrace_el
 
 
 def test_validate_predicts_a_study_s_cache_from_its_run_without_one_beside_what_the_cache_measured(cache_study):
-    study_dir, runs = cache_study
+    study_dir, runs = cache_study["dir"], cache_study["runs"]
     done = cli("validate", str(study_dir))
     assert done.returncode == 0, done.stderr
     assert not (study_dir / "validation.csv").exists()
