@@ -158,6 +158,15 @@ def _duration(text: str) -> float:
     return seconds
 
 
+def _point_numbers(text: str) -> frozenset[int]:
+    """The point numbers of --again, written as 8,16."""
+    numbers = text.split(",")
+    if not all(number.strip().isdigit() and int(number) > 0 for number in numbers):
+        raise InputError(f"--again {text!r}: give the numbers of the points to run again, as study.json and the "
+                         "study's output number them, joined by commas, e.g. 8,16")
+    return frozenset(int(number) for number in numbers)
+
+
 def _study(args) -> None:
     import pandas as pd
 
@@ -179,9 +188,12 @@ def _study(args) -> None:
         raise InputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
     extra = _extra_vars(args.extra_vars)
     stop_after = _duration(args.stop_after) if args.stop_after else None
+    again = _point_numbers(args.again) if args.again else frozenset()
+    if again and not args.resume:
+        raise InputError("--again runs points of a study that ran: give it with --resume results/<study_id>")
     print(f"study {study_dir}", flush=True)
     record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None,
-                       stop_after=stop_after)
+                       stop_after=stop_after, again=again)
     ok = [study_dir / point["run_id"] for point in record["points"] if point["status"] == "ok"]
     if len(ok) > 1:
         _print_comparison(*compare_runs(ok, study_dir / "compare"))
@@ -392,6 +404,9 @@ def _study_commands(sub) -> None:
                         "spread over them, one at a time on each")
     p.add_argument("--stop-after", metavar="DURATION",
                    help="start no point after this long (e.g. 2h): a long study in chunks, each ended by --resume")
+    p.add_argument("--again", metavar="POINTS",
+                   help="with --resume: run these points (e.g. 8,16) again though they have an ok run; the new run "
+                        "takes each one's place, the earlier stays in the directory, listed as superseded")
     p.set_defaults(func=_study)
     p = sub.add_parser("advise", help="what a study says of the page size, buffer pool, compression and threads "
                                      "it varies: the best value, the knee, the cost, where scaling stops; with evidence")

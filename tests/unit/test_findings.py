@@ -165,6 +165,28 @@ def test_the_setup_says_how_long_the_study_s_runs_took_where_its_record_kept_the
     assert setup_line(tables).endswith("1 of 2 points ok; study s (then to now)")
 
 
+def test_the_setup_names_the_points_run_again_and_counts_the_runs_that_took_their_place(tmp_path):
+    study = {"name": "e4-compression", "workload": "sysbench", "variables": {}, "matrix": {"compression": ["none", "page"]},
+             "repetitions": 1}
+    # point 2's first run was ok, its run again failed (the gathering reads no run directory)
+    earlier = {"point": 2, "repetition": 1, "status": "ok", "run_id": "r2", "variables": {"compression": "page"},
+               "seconds": 600.0}
+    points = [{"point": 1, "repetition": 1, "status": "failed", "run_id": None, "variables": {"compression": "none"},
+               "seconds": 300.0}, {**earlier, "status": "failed", "run_id": None, "seconds": 240.0, "superseded": [earlier]}]
+    (tmp_path / "study.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "study_id": "s", "study": study,
+                                                      "started_at": "then", "ended_at": "now", "points": points}))
+    summary = gather(tmp_path)["study"]
+    assert (summary["again"], summary["run_s"]) == ([2], 540.0)
+    runs = pd.DataFrame({"point": [2], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
+                         "compression": "page", "engine_version": "10.11.19-MariaDB", "buffer_pool": "32M",
+                         "buffer_pool_bytes": 32 << 20, "data_bytes": 2000 << 20, "fidelity": "faithful",
+                         "dilation": 5.0, "scale_factor": float("nan"), "host": "localhost", "cpus": 2,
+                         "memory_bytes": 24 << 30, "kernel": "6.18"})
+    assert setup_line({"study": {**summary, "ok": 1}, "runs": runs}).endswith(
+        "1 of 2 points ok; study s (then to now; its runs took 9 min; point(s) 2 run again, their earlier runs "
+        "superseded)")
+
+
 def test_the_capacity_curve_names_the_ranges_of_capacities_where_a_cache_beats_placement():
     mib = 2**20
     advice = pd.DataFrame([{

@@ -265,3 +265,78 @@ def test_a_failed_point_s_error_is_this_attempt_s_not_an_earlier_one_s_in_its_lo
     result = study.run_point({"workload": "ssb"}, point, tmp_path, "localhost", None, run_dir.name, {}, print)
     assert (result["status"], result["run_id"]) == ("partial", run_dir.name)
     assert result["error"] == f"[ERROR]: User interrupted execution (log: {tmp_path / 'logs' / 'point-009.log'})"
+
+
+def fake_playbook(tmp_path, monkeypatch):
+    """An ansible-playbook that makes (or, resuming, finishes) an ok run of its point in the study's directory,
+    named for the point's variables, and notes each call's variables."""
+    playbook = tmp_path / "ansible-playbook"
+    playbook.write_text(f"""#!/usr/bin/env python3
+import json, pathlib, sys
+variables = json.loads(sys.argv[sys.argv.index("-e") + 1])
+with open({str(tmp_path / "calls")!r}, "a") as calls:
+    calls.write(json.dumps(variables) + "\\n")
+run = pathlib.Path(variables["results_dir"]) / variables.get("resume", f"new-{{variables['layout']}}-{{variables['join_plan']}}")
+(run / "config").mkdir(parents=True, exist_ok=True)
+(run / "config" / "run.json").write_text(json.dumps({{"host": {{"name": "localhost"}}, "settings": {{}}}}))
+(run / "manifest.json").write_text(json.dumps({{"status": "ok"}}))
+""")
+    playbook.chmod(0o755)
+    monkeypatch.setattr(study, "ANSIBLE_PLAYBOOK", playbook)
+    return lambda: [json.loads(line) for line in (tmp_path / "calls").read_text().splitlines()]
+
+
+def recorded(tmp_path, study_spec: dict, records: list[dict]) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.json").write_text(json.dumps({"schema_version": 1, "study_id": "s", "study": study_spec,
+                                                           "extra_vars": {}, "points": records}))
+
+
+def test_a_point_run_again_has_a_new_run_in_its_place_and_keeps_the_earlier_one_as_superseded(tmp_path, monkeypatch):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    earlier = [{**p, "host": "localhost", "status": "ok", "run_id": f"run-{p['point']}", "error": None, "seconds": 1.0}
+               for p in points(study_spec)]
+    recorded(tmp_path, study_spec, earlier)
+    calls = fake_playbook(tmp_path, monkeypatch)
+    out = io.StringIO()
+    record = run_study(study_spec, tmp_path / "s", {}, out=out, again=frozenset({2}))
+    # the only call runs point 2 anew (no resume of its ok run)
+    assert [(call["layout"], call["join_plan"], "resume" in call) for call in calls()] == [("None", "hash", False)]
+    assert out.getvalue().splitlines()[0] == "point 2 of 6: layout=None join_plan=hash"
+    again = record["points"][1]
+    assert (again["run_id"], again["status"], again["superseded"]) == ("new-None-hash", "ok", [earlier[1]])
+    assert record["points"][:1] + record["points"][2:] == earlier[:1] + earlier[2:]
+    assert json.loads((tmp_path / "s" / "study.json").read_text())["points"] == record["points"]
+
+
+def test_a_point_run_again_that_failed_is_resumed_and_still_lists_the_run_it_superseded(tmp_path, monkeypatch):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    first = {**points(study_spec)[0], "host": "localhost", "status": "ok", "run_id": "run-1", "error": None,
+             "seconds": 1.0}
+    recorded(tmp_path, study_spec, [{**first, "status": "partial", "run_id": "new-None-optimizer", "superseded": [first]}])
+    calls = fake_playbook(tmp_path, monkeypatch)
+    record = run_study(study_spec, tmp_path / "s", {}, out=io.StringIO(), stop_after=None, again=frozenset())
+    assert calls()[0]["resume"] == "new-None-optimizer"
+    resumed = record["points"][0]
+    assert (resumed["run_id"], resumed["status"], resumed["superseded"]) == ("new-None-optimizer", "ok", [first])
+
+
+def test_again_names_only_points_the_study_has(tmp_path):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    recorded(tmp_path, study_spec, [])
+    with pytest.raises(InputError) as err:
+        run_study(study_spec, tmp_path / "s", {}, out=io.StringIO(), again=frozenset({7, 2}))
+    assert str(err.value) == f"--again 7: {tmp_path / 's'} has points 1 to 6"
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--again", "2"], "--again runs points of a study that ran: give it with --resume results/<study_id>"),
+    (["--resume", "S", "--again", "8,x"], "--again '8,x': give the numbers of the points to run again, as study.json "
+                                          "and the study's output number them, joined by commas, e.g. 8,16"),
+])
+def test_again_without_resume_or_with_other_than_point_numbers_is_refused(tmp_path, args, said):
+    recorded(tmp_path, read_study(study_file(tmp_path, STUDY)), [])
+    given = [str(tmp_path / "s") if arg == "S" else arg for arg in args]
+    with pytest.raises(SystemExit) as exit:
+        main(["study", *([] if "--resume" in given else [str(study_file(tmp_path, STUDY))]), *given])
+    assert exit.value.code == f"tierlab study: {said}"

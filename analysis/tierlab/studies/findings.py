@@ -171,6 +171,7 @@ def gather(study_dir: Path) -> dict:
     tables = {"study": {"study_id": record["study_id"], "study": study, "started_at": record.get("started_at"),
                         "ended_at": record.get("ended_at"), "points": len(points(study)), "ok": len(ok),
                         "run_s": round(sum(point.get("seconds") or 0 for point in record["points"]), 1),
+                        "again": [point["point"] for point in record["points"] if point.get("superseded")],
                         "unanswered": unanswered},
               "runs": pd.DataFrame([_setup(point, study, study_dir) for point in record["points"]],
                                    columns=None if record["points"] else ["point", "repetition", "status", "run_id",
@@ -514,7 +515,9 @@ def setup_line(tables: dict) -> str:
             + f"; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
             f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'}"
             # a summary committed before summaries carried run_s has none
-            + (f"; its runs took {summary['run_s'] / 60:.0f} min)" if summary.get("run_s") else ")"))
+            + (f"; its runs took {summary['run_s'] / 60:.0f} min" if summary.get("run_s") else "")
+            + (f"; point(s) {', '.join(map(str, summary['again']))} run again, their earlier runs superseded"
+               if summary.get("again") else "") + ")")
 
 
 def _found(tables: dict, **given) -> dict:

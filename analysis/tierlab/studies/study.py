@@ -21,6 +21,10 @@ stops: the playbook runs in a session of its own, so that the signal does not cu
 With several hosts in the inventory the points are spread over them: each host runs one point at a time
 (its playbook limited to it), taking the next point not yet taken, and its runs land in the same study
 directory on the controller. A failed point is resumed on the host that ran it.
+
+A resume can run points again that have an ok run (`--again`, when something that run measured was wrong): the new
+run takes the point's place in study.json and the earlier one, which stays in the directory, goes into the point's
+`superseded` list, so that what reads the study reads the new run and the record keeps that there was another.
 """
 
 import itertools
@@ -252,12 +256,12 @@ def _open_record(study: dict, study_dir: Path, extra: dict) -> dict:
 
 
 def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, inventory: Path | None = None,
-              stop_after: float | None = None) -> dict:
-    """Run every point of the study that has no ok run yet in study_dir on the inventory's hosts, a point at a
-    time on each, recording each as it ends; an interrupt stops the study once the points that run have ended,
-    and so does stop_after seconds: no point starts after them, so a long study runs in chunks that resume.
-    extra: the host variables of every point (--extra-vars), kept in study.json, so that a resume runs its points
-    with those the study started with."""
+              stop_after: float | None = None, again: frozenset[int] = frozenset()) -> dict:
+    """Run every point of the study that has no ok run yet in study_dir, and the points numbered in again anew, on
+    the inventory's hosts, a point at a time on each, recording each as it ends; an interrupt stops the study once
+    the points that run have ended, and so does stop_after seconds: no point starts after them, so a long study
+    runs in chunks that resume. extra: the host variables of every point (--extra-vars), kept in study.json, so
+    that a resume runs its points with those the study started with."""
     given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
     if given:
         raise InputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
@@ -274,7 +278,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     resumed_with = record["extra_vars"] if not extra else {}
     extra = record["extra_vars"]
     done = {p["point"]: p for p in record["points"]}
-    todo = [p for p in points(study) if done.get(p["point"], {}).get("status") != "ok"]
+    todo = _points_to_run(study, study_dir, done, again)
     unended, total = len(todo), len(points(study))
     lock = threading.Lock()
     spent: list[float] = []
@@ -294,7 +298,8 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         A point recorded without its host ran when studies ran on one host: the inventory's first."""
         for point in todo:
             earlier = done.get(point["point"], {})
-            owner = earlier.get("host", hosts[0]) if earlier.get("run_id") else None
+            # an ok run is run again anew, never resumed
+            owner = earlier.get("host", hosts[0]) if earlier.get("run_id") and earlier["status"] != "ok" else None
             if owner == host or owner not in hosts:
                 todo.remove(point)
                 return point, earlier["run_id"] if owner == host else None
@@ -314,7 +319,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
                 say(host, f"point {point['point']} of {total}: {_label(point, study)}")
             result = run_point(study, point, study_dir, host, inventory, resume_run, extra, lambda text: say(host, text))
             with lock:
-                done[point["point"]] = result
+                done[point["point"]] = _with_earlier(result, done.get(point["point"]))
                 record["points"] = [done[number] for number in sorted(done)]
                 _write(study_dir, record)
                 spent.append(result["seconds"])
@@ -349,6 +354,26 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         record["ended_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     _write(study_dir, record)
     return record
+
+
+def _points_to_run(study: dict, study_dir: Path, done: dict[int, dict], again: frozenset[int]) -> list[dict]:
+    """The points with no ok run in done, and those numbered in again."""
+    every = points(study)
+    unknown = sorted(again - {point["point"] for point in every})
+    if unknown:
+        raise InputError(f"--again {','.join(map(str, unknown))}: {study_dir} has points 1 to {len(every)}")
+    return [point for point in every if point["point"] in again or done.get(point["point"], {}).get("status") != "ok"]
+
+
+def _with_earlier(result: dict, earlier: dict | None) -> dict:
+    """A point's new record, which keeps the runs it superseded: the earlier ones', and the earlier run itself
+    where that was ok (run again with --again) and not the same run resumed."""
+    if earlier is None:
+        return result
+    superseded = earlier.get("superseded", [])
+    if earlier["status"] == "ok" and earlier["run_id"] != result["run_id"]:
+        superseded = [*superseded, {key: value for key, value in earlier.items() if key != "superseded"}]
+    return {**result, "superseded": superseded} if superseded else result
 
 
 def new_study_dir(results_dir: Path, study: dict) -> Path:
