@@ -278,8 +278,9 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     resumed_with = record["extra_vars"] if not extra else {}
     extra = record["extra_vars"]
     done = {p["point"]: p for p in record["points"]}
-    todo = _points_to_run(study, study_dir, done, again)
-    unended, total = len(todo), len(points(study))
+    every = points(study)
+    todo = _points_to_run(every, study_dir, done, again)
+    unended, total = len(todo), len(every)
     lock = threading.Lock()
     spent: list[float] = []
     stop: list[int] = []
@@ -356,9 +357,8 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     return record
 
 
-def _points_to_run(study: dict, study_dir: Path, done: dict[int, dict], again: frozenset[int]) -> list[dict]:
-    """The points with no ok run in done, and those numbered in again."""
-    every = points(study)
+def _points_to_run(every: list[dict], study_dir: Path, done: dict[int, dict], again: frozenset[int]) -> list[dict]:
+    """The points of every one that have no ok run in done, and those numbered in again."""
     unknown = sorted(again - {point["point"] for point in every})
     if unknown:
         raise InputError(f"--again {','.join(map(str, unknown))}: {study_dir} has points 1 to {len(every)}")
@@ -367,11 +367,11 @@ def _points_to_run(study: dict, study_dir: Path, done: dict[int, dict], again: f
 
 def _with_earlier(result: dict, earlier: dict | None) -> dict:
     """A point's new record, which keeps the runs it superseded: the earlier ones', and the earlier run itself
-    where that was ok (run again with --again) and not the same run resumed."""
+    where that was ok (an ok run is run again anew with --again, never resumed)."""
     if earlier is None:
         return result
     superseded = earlier.get("superseded", [])
-    if earlier["status"] == "ok" and earlier["run_id"] != result["run_id"]:
+    if earlier["status"] == "ok":
         superseded = [*superseded, {key: value for key, value in earlier.items() if key != "superseded"}]
     return {**result, "superseded": superseded} if superseded else result
 
