@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     prepare.add_argument("spec_file")
     compress = sub.add_parser("database-compress", help="have the file system compress a database's files")
     compress.add_argument("spec_file")
+    compact = sub.add_parser("database-compact", help="rewrite a database's tables as their load left them, without "
+                                                      "what earlier runs wrote")
+    compact.add_argument("spec_file")
     run = sub.add_parser("run", help="run the query loop from a JSON spec")
     run.add_argument("spec_file")
     lock = sub.add_parser("root-lock", help="take or release the root's lock for a command of the controller")
@@ -83,7 +86,7 @@ def _dispatch(args) -> None:
         from . import chroot
         chroot.main(args.root, args.paths)
     elif args.command in ("engine-start", "engine-stop", "layout-room", "layout-apply", "layout-place", "sysbench-prepare",
-                          "database-compress"):
+                          "database-compress", "database-compact"):
         from . import engine_commands
         engine_commands.main(args.command, args.spec_file)
     elif args.command == "run":

@@ -13,7 +13,9 @@ sysbench-prepare takes
 {engine: spec, database, tables, table_size, threads, target, table_options};
 database-compress takes {engine: spec, database, compression, step}: step
 `dirs` sets the compression on the database's directory on every tier, before
-its files are made; `files` rewrites them compressed once they are filled.
+its files are made; `files` rewrites them compressed once they are filled; database-compact takes
+layout-room's spec and rewrites the placement's tables as their load left them,
+without what earlier runs wrote (PostgreSQL's compact).
 """
 
 import json
@@ -40,6 +42,8 @@ def main(command: str, spec_file: str) -> None:
         elif command == "database-compress":
             dirs = fs_compression.compress_files(db.database_dirs(spec["database"]), spec["compression"])
             result = {"changed": True, "dirs": dirs}
+        elif command == "database-compact":
+            result = {"changed": True, **db.compact(spec["database"], list(spec["placement"]))}
         elif command == "layout-room":
             moves = tier_room.make_room(db, spec["database"], spec["placement"], spec["table_bytes"],
                                         spec["instances_dir"])

@@ -216,6 +216,32 @@ class Postgresql:
         """Drop a database tierlab loaded, with its files in every tablespace (its sessions ended first)."""
         self.rows(f'DROP DATABASE "{database}" WITH (FORCE)', timeout_s=3600)
 
+    def compact(self, database: str, tables: list[str]) -> dict:
+        """The tables as the load left them, whatever earlier runs wrote: autovacuum is off (nothing but the
+        workload may read or write while it is traced), so the rows a writing workload updated or deleted stay
+        in the files, run after run, and each run would read a larger, more scattered table than the last.
+        CLUSTER rewrites each table in its primary key's order, the order the load filled it in, without
+        them, and rebuilds its indexes; VACUUM (FREEZE, ANALYZE) and CHECKPOINT then leave the tables as the
+        load does. Each table's bytes (with its indexes, TOAST and forks) before and after, and the seconds."""
+        names = ",".join(f"'{t}'" for t in tables)
+        sizes = (f"SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname IN ({names}) "
+                 "AND relkind = 'r' AND relnamespace = 'public'::regnamespace")
+        before = {table: int(size) for table, size in self.rows(sizes, database)}
+        keys = dict(self.rows(f"SELECT t.relname, i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+                              f"JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indisprimary AND t.relname IN ({names}) "
+                              "AND t.relnamespace = 'public'::regnamespace", database))
+        unordered = sorted(set(tables) - set(keys))
+        if unordered:
+            raise HostError(f"cannot compact {', '.join(unordered)} in {database}: no primary key to order the rows by")
+        started = time.monotonic()
+        for table in tables:
+            self.rows(f"CLUSTER {table} USING {keys[table]}", database, timeout_s=24 * 3600)
+        self.rows(f"VACUUM (FREEZE, ANALYZE) {', '.join(tables)}", database, timeout_s=24 * 3600)
+        self.rows("CHECKPOINT", database, timeout_s=3600)
+        after = {table: int(size) for table, size in self.rows(sizes, database)}
+        return {"tables": {t: {"before_bytes": before[t], "after_bytes": after[t]} for t in tables},
+                "seconds": round(time.monotonic() - started, 3)}
+
     def place(self, database: str, placement: dict[str, str], table_options: str) -> list[dict]:
         """Put each table of a schema tierlab did not write (a workload directory's) and its indexes in its tier's
         tablespace: ALTER ... SET TABLESPACE, cheap while the tables are empty; PostgreSQL has no table options."""
