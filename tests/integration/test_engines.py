@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from answers import read_answer, same_answer
-from lab import ROOT, TEST_ROOT, TPCH_DATABASE, cli
+from lab import ROOT, TEST_ROOT, TPCH_DATABASE, cli, read_csv
 
 import tierlab
 from tierlab.catalog.workloads import TPCH, WORKLOADS
@@ -186,6 +186,15 @@ def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(
     for table, where in manifest["layout"]["tables"].items():
         expected = "optane" if table in ("customer", "orders") else "nand"
         assert (where["tier_name"], Path(where["path"]).name) == (expected, f"{table}.ibd"), table
+
+
+@pytest.mark.mysql
+def test_mysql_s_queries_after_the_first_wait_for_no_purge(mysql_runs):
+    queries = read_csv(mysql_runs["C+O"] / "tables" / "queries.csv")
+    assert len(queries) == 22
+    # a query writes nothing: the history InnoDB was idle at when the first query's wait ended is all there is
+    assert list(queries["history_before"][1:]) == [queries["history_after"][0]] * 21
+    assert (queries["settle_s"][1:] < 1).all()
 
 
 @pytest.mark.mysql

@@ -356,6 +356,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             STOP.check()
             current = step(spec, query, range_starts)
             label = f"{query}_try{attempt}"
+            settled = db.settle()
             if spec["cold"]:
                 _cold_restart(db)
             elif not db.ping():
@@ -370,7 +371,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             started_at = _now()
             corunner = corunner_of(db, spec, raw, label, backend.mark if backend else lambda text: None)
             result, trace_info = _window(db, raw, label, current, backend, corunner)
-            row = {"query": query, "try": attempt, **result, "cache": "cold" if spec["cold"] else "warm",
+            row = {"query": query, "try": attempt, **result, **settled, "cache": "cold" if spec["cold"] else "warm",
                    "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
             try:
                 emulators_after = emulator.require_running()

@@ -34,10 +34,13 @@ CORUN_COLUMNS = ["corun", "corun_runs", "corun_elapsed_s", "corun_error"]
 # a query split into subqueries run at once (the run's subqueries): how many, and the fastest's and the slowest's
 # seconds; empty in the rows of a query run whole
 SUBQUERY_COLUMNS = ["subqueries", "subquery_min_s", "subquery_max_s"]
+# InnoDB's purge of earlier steps' history, waited for before each step (MariaDB's and MySQL's settle): the history
+# list's length before and after the wait, and its seconds; empty in the rows of other engines
+SETTLE_COLUMNS = ["history_before", "history_after", "settle_s"]
 # a traced window's driver reports (the warm-up's are <step>_try<n>.warmup.jsonl)
 WINDOW_REPORTS = re.compile(r"(.+)_try(\d+)\.jsonl")
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
-                 "started_at", "events_lost", "trace_complete", *SUBQUERY_COLUMNS, *CORUN_COLUMNS]
+                 "started_at", "events_lost", "trace_complete", *SUBQUERY_COLUMNS, *CORUN_COLUMNS, *SETTLE_COLUMNS]
 
 
 # texts are few distinct values: stored as dictionaries, as the frames hold them (categoricals), not re-encoded

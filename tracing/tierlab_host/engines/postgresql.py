@@ -127,6 +127,11 @@ class Postgresql:
             counters.update({f"{row[0]}.{c}": int(v) for c, v in zip(INDEX_COUNTERS, row[1:], strict=True)})
         return counters
 
+    def settle(self) -> dict:
+        """Nothing to wait for: autovacuum is off, and nothing else carries an earlier step's work into a later
+        window (the cold restart's shutdown checkpoint writes what the step left dirty)."""
+        return {}
+
     def plan(self, database: str, sql: str, log_from: int) -> str | None:
         """The plan auto_explain logged for the statement since the log had `log_from` bytes (JSON text): the
         first whose query text is the statement's, since statements run beside it (a co-runner, the other
@@ -222,11 +227,12 @@ class Postgresql:
         in the files, run after run, and each run would read a larger, more scattered table than the last.
         CLUSTER rewrites each table in its primary key's order, the order the load filled it in, without
         them, and rebuilds its indexes; VACUUM (FREEZE, ANALYZE) and CHECKPOINT then leave the tables as the
-        load does. Each table's bytes (with its indexes, TOAST and forks) before and after, and the seconds."""
+        load does. Each table's bytes before (with its indexes, TOAST and forks), and the seconds; its bytes
+        after are the manifest's, mapped right after."""
         names = ",".join(f"'{t}'" for t in tables)
-        sizes = (f"SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname IN ({names}) "
-                 "AND relkind = 'r' AND relnamespace = 'public'::regnamespace")
-        before = {table: int(size) for table, size in self.rows(sizes, database)}
+        before = {table: int(size) for table, size in self.rows(
+            f"SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname IN ({names}) "
+            "AND relkind = 'r' AND relnamespace = 'public'::regnamespace", database)}
         keys = dict(self.rows(f"SELECT t.relname, i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
                               f"JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indisprimary AND t.relname IN ({names}) "
                               "AND t.relnamespace = 'public'::regnamespace", database))
@@ -238,8 +244,7 @@ class Postgresql:
             self.rows(f"CLUSTER {table} USING {keys[table]}", database, timeout_s=24 * 3600)
         self.rows(f"VACUUM (FREEZE, ANALYZE) {', '.join(tables)}", database, timeout_s=24 * 3600)
         self.rows("CHECKPOINT", database, timeout_s=3600)
-        after = {table: int(size) for table, size in self.rows(sizes, database)}
-        return {"tables": {t: {"before_bytes": before[t], "after_bytes": after[t]} for t in tables},
+        return {"tables": {t: {"before_bytes": before[t]} for t in tables},
                 "seconds": round(time.monotonic() - started, 3)}
 
     def place(self, database: str, placement: dict[str, str], table_options: str) -> list[dict]:
