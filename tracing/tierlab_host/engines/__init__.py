@@ -5,8 +5,9 @@ start, stop, ping, running (whether tierlab's recorded server runs);
 client_command, script (a statement under a time limit) and is_timeout, which
 the query loop runs through; rows (a query's rows);
 facts (version, settings read back); counters (the engine's I/O counters, as
-integers, for per-query deltas); settle (wait for the background work
-earlier statements left, before a window: what it waited for and how long); plan (the plan of a statement just run);
+integers, for per-query deltas); settle (wait, before a window, for the
+background work earlier statements left: what it waited for and how long);
+plan (the plan of a statement just run);
 object_files (every file of every object of the workload's tables, with its
 offset in the object); database_dirs (the directory on each tier where a
 database's files are made) and user (who owns them); tier_tables (each

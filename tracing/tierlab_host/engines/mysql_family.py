@@ -37,7 +37,6 @@ STATEMENT_LIMIT = {
 }
 # what the server's error says when that limit stopped the statement
 LIMIT_ERRORS = ("max_statement_time", "maximum statement execution time exceeded")
-# each engine's dictionary of a table's indexes: id, name, and whether it is the clustered one (TYPE bit 1)
 # InnoDB's history list: the committed transactions' undo records its purge threads have not removed yet. MySQL
 # shortens it only in steps, when the purge truncates it (a history of 6268 transactions stayed 6268 for 22 s of
 # purging, then was 0), and leaves some there while idle (161 after a read-write test of a few seconds, for good):
@@ -48,6 +47,7 @@ HISTORY_LENGTH = "SELECT count FROM information_schema.innodb_metrics WHERE name
 PURGE_WORK = ["Innodb_data_reads", "Innodb_buffer_pool_write_requests"]
 SETTLE_QUIET_S = 2
 SETTLE_LIMIT_S = 1800
+# each engine's dictionary of a table's indexes: id, name, and whether it is the clustered one (TYPE bit 1)
 INDEXES = {
     "mariadb": "SELECT i.INDEX_ID, i.NAME, i.TYPE & 1 FROM information_schema.INNODB_SYS_INDEXES i "
                "JOIN information_schema.INNODB_SYS_TABLES t ON t.TABLE_ID = i.TABLE_ID WHERE t.NAME = '{table}'",
