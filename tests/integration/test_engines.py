@@ -189,6 +189,16 @@ def test_mysql_comes_from_a_debian_sid_chroot_and_places_each_table_on_its_tier(
 
 
 @pytest.mark.mysql
+def test_the_data_cache_keeps_the_mysql_packages_the_runs_use_for_a_chroot_made_again(mysql_runs):
+    source = json.loads((mysql_runs["C+O"] / "manifest.json").read_text())["engine"]["source"]
+    version = source.rsplit(" ", 1)[1]
+    kept = sorted(path.name for path in Path(TEST_ROOT, "data", "packages", "debian-sid-mysql").iterdir())
+    assert f"mysql-server-core_{version}_amd64.deb" in kept
+    assert f"mysql-client_{version}_amd64.deb" in kept
+    assert all(name.startswith("mysql-") for name in kept)
+
+
+@pytest.mark.mysql
 def test_mysql_s_queries_after_the_first_wait_for_no_purge(mysql_runs):
     queries = read_csv(mysql_runs["C+O"] / "tables" / "queries.csv")
     assert len(queries) == 22
