@@ -356,11 +356,11 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             STOP.check()
             current = step(spec, query, range_starts)
             label = f"{query}_try{attempt}"
+            if not db.ping():
+                db.start()
             settled = db.settle()
             if spec["cold"]:
                 _cold_restart(db)
-            elif not db.ping():
-                db.start()
             current.warm_up(db, raw, label)
             if cached:
                 # after any warm-up: the cost model simulates each traced window from an empty cache
