@@ -27,6 +27,7 @@ from lab import (
 )
 
 from tierlab.runs.doctor import DEFAULT_ROOT
+from tierlab_host.emulator import ENABLE_URING_KNOB
 
 HERE = Path(__file__).resolve().parent
 # TPC-H Q1 and Q3 under three layouts, each twice: Q3 reads orders through orders_custkey and lineitem through its
@@ -94,6 +95,8 @@ def lab(tmp_path_factory):
     lab = Lab(tmp_path_factory.mktemp("results"))
     # torn down even when the tiers fail to come up: a root left behind would be the next suite's
     try:
+        # FUSE over io_uring's switch as the host had it: the tiers turn it on, and record it to put back if it was off
+        lab.uring_before = ENABLE_URING_KNOB.read_text().strip() if ENABLE_URING_KNOB.exists() else None
         # the tiers first, so every test sees the self-check they were brought up with, whatever ran before it
         lab.playbook("tiers.yml")
         lab.tiers_check = json.loads(Path(lab.root, "state", "tiers-check.json").read_text())

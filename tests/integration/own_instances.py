@@ -210,12 +210,13 @@ class Traffic:
     """A DBA's own traffic on an instance, on threads of its own until stopped: one connection looks up small ranges
     of an indexed column at random, over and over (a hot index), others run the statements given once at the
     seconds given (a rarely read table, a table dropped), counted from when begun() first holds (the observation's
-    window has begun: a busy host takes longer to get there)."""
+    window has begun: a busy host takes longer to get there). Each lookup's commit is kept by its time (time.time()),
+    to hold against the work the instance counted."""
 
     def __init__(self, connect, lookup: str, keys: int, once: list[tuple[float, str]], begun):
         self.connect, self.lookup, self.keys, self.once, self.begun = connect, lookup, keys, once, begun
         self.stopping = threading.Event()
-        self.lookups = 0
+        self.lookups: list[float] = []
         self.errors: list[str] = []
         self.threads = [threading.Thread(target=self._lookups, daemon=True),
                         threading.Thread(target=self._once, daemon=True)]
@@ -235,7 +236,7 @@ class Traffic:
                 cursor.execute(self.lookup, (key, key + 20))
                 cursor.fetchall()
                 connection.commit()
-                self.lookups += 1
+                self.lookups.append(time.time())
         self._guarded(work)
 
     def _once(self) -> None:

@@ -41,16 +41,20 @@ def test_compare_puts_the_layouts_side_by_side_with_their_measured_times(layout_
     done = cli("compare", *map(str, runs), "--out", str(tmp_path / "compared"))
     assert done.returncode == 0, done.stderr
     side = read_csv(tmp_path / "compared" / "compare.csv")
+    measured = {}
     for run_dir in runs:
-        measured = read_csv(run_dir / "tables" / "queries.csv")
+        measured[run_dir.name] = read_csv(run_dir / "tables" / "queries.csv").set_index("query")["elapsed_s"]
         mine = side[side["run"] == run_dir.name]
         assert list(mine["query"]) == ["q01", "q03"]
-        assert list(mine["elapsed_s"]) == pytest.approx(list(measured["elapsed_s"]), rel=1e-5)
-    # the first run given is the one the others are set against: None against itself, and ALL, which runs Q3 faster
-    # by more than the runs' spread (test_study_of_runs), faster than it
+        assert list(mine["elapsed_s"]) == pytest.approx(list(measured[run_dir.name]), rel=1e-5)
+    # the first run given is the one the others are set against: a query's speedup is its time there over its time
+    # here, and ALL runs Q3 faster than None by more than the runs' spread (test_study_of_runs)
     speedup = side.set_index(["run", "query"])["speedup"]
-    assert [speedup[runs[0].name, query] for query in ("q01", "q03")] == [1.0, 1.0]
-    assert speedup[runs[1].name, "q03"] > 1.0
+    first, other = (run_dir.name for run_dir in runs)
+    for query in ("q01", "q03"):
+        assert speedup[first, query] == 1.0
+        assert speedup[other, query] == pytest.approx(measured[first][query] / measured[other][query], rel=1e-4)
+    assert speedup[other, "q03"] > 1.0
     page = (tmp_path / "compared" / "report.html").read_text()
     assert all(run_dir.name in page for run_dir in runs)
     assert page.count("<svg") >= 1

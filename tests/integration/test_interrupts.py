@@ -62,10 +62,12 @@ def test_a_run_stopped_in_a_phase_is_kept_partial_and_its_resume_finishes_it(lab
     workload = one_table_workload(tmp_path / f"stop_{phase}_{how.replace('-', '')}", ROWS, QUERIES)
     case = stopped_run(lab, workload, phase, how)
     # ansible-core 2.19 now and then lets a Ctrl-C stop only the task under way and goes on to the end
-    # (ansible/ansible#86078): then the run ended as any other
+    # (ansible/ansible#86078): then the run ended as any other; a SIGTERM always stops the playbook
     stopped = case["stopped"]
-    expected = "ok" if stopped["code"] == 0 else "partial"
-    assert stopped["manifest"]["status"] == expected, stopped["said"][-3000:]
+    if how == "sigterm" or stopped["code"] != 0:
+        assert (stopped["code"] != 0, stopped["manifest"]["status"]) == (True, "partial"), stopped["said"][-3000:]
+    else:
+        assert stopped["manifest"]["status"] == "ok", stopped["said"][-3000:]
     resumed = case["resumed"]
     assert resumed.returncode == 0, resumed.stdout[-6000:]
     manifest = json.loads((case["dir"] / "manifest.json").read_text())

@@ -100,8 +100,16 @@ def test_recommend_predicts_from_the_fitted_profiles_and_moves_the_tables_betwee
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert sorted(e["query"] for e in result["evidence"]) == ["q01", "q03"]
-    # the traced layout is predicted at its measured time
+    # the traced layout is predicted at its measured time, whatever the profiles
     assert result["traced_predicted_s"] == pytest.approx(result["traced_s"], rel=1e-6)
+    # the other layouts by the fitted profiles: with the emulated tiers' models (optane ten times nand's speed) in
+    # their place, every table on the fast tier is predicted otherwise
+    modelled = cli("recommend", str(run), "--fast-capacity", "8M", "--profiles", "fast=optane,capacity=nand",
+                   "--out", str(tmp_path / "modelled"), timeout_s=600)
+    assert modelled.returncode == 0, modelled.stderr
+    fitted_s, modelled_s = (read_csv(out / "layouts.csv").set_index("layout")["predicted_s"]
+                            for out in (tmp_path, tmp_path / "modelled"))
+    assert abs(fitted_s["ALL"] / modelled_s["ALL"] - 1) > 0.05, (fitted_s["ALL"], modelled_s["ALL"])
     plan = result["migration"]["plan"]
     assert plan["tiers"] == {"fast": f"DATA DIRECTORY {ROOT}/tiers/fastdev/mariadb-16k/tables",
                              "capacity": f"DATA DIRECTORY {ROOT}/tiers/capdev/mariadb-16k/tables"}

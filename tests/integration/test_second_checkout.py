@@ -4,6 +4,7 @@ passwords with them under the root, so the second logs in to them as the first d
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from lab import ANSIBLE_ENV, ROOT, command
@@ -13,6 +14,9 @@ from lab import ANSIBLE_ENV, ROOT, command
 @pytest.mark.parametrize("engine,made_by", [("mariadb", "layouts"), ("postgresql", "postgresql_runs")])
 def test_a_second_checkout_logs_in_to_the_instances_the_first_made(lab, tmp_path, request, engine, made_by):
     request.getfixturevalue(made_by)
+    instance = "mariadb-16k" if engine == "mariadb" else "postgresql-8k"
+    kept = Path(lab.root, "instances", instance, "root.password" if engine == "mariadb" else "postgres.password")
+    password = kept.read_bytes()
     clone = tmp_path / "clone"
     done = command(["git", "clone", "-q", str(ROOT), str(clone)], "git clone", 300)
     assert done.returncode == 0, done.stderr
@@ -23,6 +27,9 @@ def test_a_second_checkout_logs_in_to_the_instances_the_first_made(lab, tmp_path
                    env={**os.environ, **ANSIBLE_ENV, "ANSIBLE_CONFIG": str(clone / "ansible.cfg")})
     assert done.returncode == 0, done.stdout[-6000:]
     assert not (clone / ".secrets").exists()
-    instance = "mariadb-16k" if engine == "mariadb" else "postgresql-8k"
-    kept = lab.root + f"/instances/{instance}/" + ("root.password" if engine == "mariadb" else "postgres.password")
+    # the same password, unchanged, and the same data: the instance was neither given a new password nor made anew
+    assert kept.read_bytes() == password
     assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
+    answer = lab.execute(instance, "SELECT COUNT(*) FROM nation;", 60, tmp_path / "nation.tsv")
+    assert answer["status"] == "ok", answer
+    assert (tmp_path / "nation.tsv").read_text().split() == ["25"]
