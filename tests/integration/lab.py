@@ -136,13 +136,21 @@ class Lab:
         (new,) = self.run_ids() - before
         return self.results_dir / new
 
+    def serving(self, instance: str) -> dict:
+        """The engine spec of an instance of this root, its server started by the agent unless it runs: each run
+        stops the root's other servers."""
+        spec_file = Path(self.root, "instances", instance, "engine.json")
+        started = self.agent("engine-start", str(spec_file))
+        assert started.returncode == 0, started.stderr
+        return json.loads(spec_file.read_text())
+
     def execute(self, instance: str, sql: str, limit_s: int, output: Path, database: str = TPCH_DATABASE) -> dict:
         """One statement through the query loop's execute, on an instance of this root, by the agent installed on
         the root (its own process, as the query loop runs it)."""
         program = ("import json, sys; from tierlab_host.engines import engine; from tierlab_host.clients import execute; "
                    "spec, database, sql, limit_s, output = json.load(sys.stdin); "
                    "print(json.dumps(execute(engine(spec), database, sql, limit_s, output)))")
-        spec = json.loads(Path(self.root, "instances", instance, "engine.json").read_text())
+        spec = self.serving(instance)
         # the root's own record, as the playbooks give the agent (by default it would write the default root's)
         done = command(["/usr/bin/python3", "-c", program], f"the agent's execute on {instance}", limit_s + 120,
                        cwd=Path(self.root, "agent"), input=json.dumps([spec, database, sql, limit_s, str(output)]),
@@ -158,7 +166,7 @@ class Lab:
     def psql(self, database: str, *args: str) -> subprocess.CompletedProcess:
         """The root's PostgreSQL instance's own psql on database, connected as the host agent connects (its socket,
         its passfile); unaligned, tab-separated, tuples only."""
-        spec = json.loads(Path(self.root, "instances", "postgresql-8k", "engine.json").read_text())
+        spec = self.serving("postgresql-8k")
         conninfo = (f"host={spec['socket_dir']} port={spec['port']} user=postgres dbname={database} "
                     f"passfile={spec['password_file']}")
         return command([f"{spec['bindir']}/psql", "-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-F", "\t",

@@ -128,7 +128,7 @@ def test_a_layout_short_of_room_on_the_fast_tier_moves_other_databases_off_it_wh
     assert room >= 3 << 20, moves
     assert sum(move["size_bytes"] for move in moves) >= 2 << 20, moves
     for instance, database in {(move["instance"], move["database"]) for move in moves}:
-        owner = engine(json.loads((instances / instance / "engine.json").read_text()))
+        owner = engine(lab.serving(instance))
         # the objects moved: InnoDB's tables, or PostgreSQL's tables and their indexes
         objects = {move["object"] for move in moves if (move["instance"], move["database"]) == (instance, database)}
         assert database not in owner.tier_tables("fast"), (instance, database)

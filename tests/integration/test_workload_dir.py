@@ -227,7 +227,7 @@ def dumped(lab, run: Path, engine: str, out: Path) -> None:
     dump tool writes it, data only."""
     database = json.loads((run / "manifest.json").read_text())["settings"]["database"]
     instance = {"postgresql": "postgresql-8k", "mariadb": "mariadb-16k"}[engine]
-    spec = json.loads(Path(lab.root, "instances", instance, "engine.json").read_text())
+    spec = lab.serving(instance)
     if engine == "postgresql":
         cmd = [f"{spec['bindir']}/pg_dump", "--data-only", *(f"--table=public.{table}" for table in TABLES), "-d",
                f"host={spec['socket_dir']} port={spec['port']} user=postgres passfile={spec['password_file']} "

@@ -89,3 +89,28 @@ def test_a_recorded_server_whose_pid_runs_another_program_now_is_not_stopped(tmp
     finally:
         other.send_signal(signal.SIGKILL)
         other.wait(timeout=60)
+
+
+def test_a_run_stops_every_other_server_of_the_root_and_leaves_its_own_and_processes_it_did_not_start(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(record, "RECORD_PATH", tmp_path / "created.json")
+    servers = {}
+    for instance in ("mariadb-16k", "mysql-4k", "postgresql-8k"):
+        marker = f"--defaults-file={tmp_path}/{instance}.cnf"
+        servers[instance] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
+        record.add(kind="process", instance=instance, engine=instance.split("-")[0], pid=servers[instance].pid,
+                   marker=marker, groups=[], stop_signals=["SIGTERM"])
+    # a server recorded whose pid is now another program's: let go, not stopped, and not named
+    stranger = subprocess.Popen(["sleep", "60"])
+    record.add(kind="process", instance="mysql-8k", engine="mysql", pid=stranger.pid,
+               marker=f"--defaults-file={tmp_path}/mysql-8k.cnf", groups=[], stop_signals=["SIGTERM"])
+    try:
+        assert server.stop_others("mysql-4k") == ["mariadb-16k", "postgresql-8k"]
+        assert [cmdline(servers[i].pid) for i in ("mariadb-16k", "postgresql-8k")] == [[], []]
+        assert (servers["mysql-4k"].poll(), stranger.poll()) == (None, None)
+        assert [entry["instance"] for entry in record.entries()] == ["mysql-4k"]
+    finally:
+        for process in [*servers.values(), stranger]:
+            process.kill()
+            process.wait(timeout=60)

@@ -2,7 +2,8 @@
 warm-up (a driver's), trace on, execute (with the run's co-runner beside it, if any: a query, or a writer), trace
 off, record.
 
-The server is left running at the end, as the engine role started it.
+The root's other servers are stopped before the first window, so that only the run's own works on the tiers;
+the run's server is left running at the end, as the engine role started it.
 Everything measured is written as soon as it exists: one JSON line per try in
 raw/queries.jsonl, so a run that stops half-way keeps its rows and a resumed
 run starts at the first (query, try) without one. Progress goes to
@@ -23,7 +24,7 @@ from pathlib import Path
 from . import emulator, record, replay, subqueries, sysbench, trace
 from .clients import STOP, execute, watched
 from .corun import corunner_of, prepare_writer
-from .engines import engine
+from .engines import engine, stop_others
 from .extents import map_files
 from .system import KILL_WAIT_S, HostError, cmdline, device_of_path, signal_process, wait_gone, wait_while_working
 
@@ -332,6 +333,10 @@ def _run_locked(spec: dict, raw: Path) -> dict:
         raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
                         "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
                         "down and bring them up again if they are older)")
+    # nothing but the run's own server works on the tiers while its windows are traced
+    stopped = stop_others(spec["engine"]["instance"])
+    if stopped:
+        _progress(raw, f"stopped the root's other servers: {', '.join(stopped)}")
     db.start()
     (raw / "engine.json").write_text(json.dumps(db.facts(), indent=1))
     range_starts = subquery_range_starts(db, spec)

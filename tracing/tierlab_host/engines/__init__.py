@@ -19,7 +19,7 @@ server, and place the tables its prepare creates).
 
 from .mysql_family import MysqlFamily
 from .postgresql import Postgresql
-from .server import stop_recorded
+from .server import stop_others, stop_recorded
 
 ENGINES = {"mariadb": MysqlFamily, "mysql": MysqlFamily, "postgresql": Postgresql}
 
@@ -28,4 +28,4 @@ def engine(spec: dict):
     return ENGINES[spec["name"]](spec)
 
 
-__all__ = ["engine", "stop_recorded"]
+__all__ = ["engine", "stop_others", "stop_recorded"]

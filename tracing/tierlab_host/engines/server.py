@@ -119,6 +119,17 @@ def stop_recorded(entry: dict) -> bool:
     return was_running
 
 
+def stop_others(instance: str) -> list[str]:
+    """Stop every recorded server of the root but the instance's; the instances that were running. An earlier
+    run's server works on after its run (a MySQL purges what its last test left, a page cleaner flushes), on the
+    same tiers, so its requests would be traced and counted as this run's."""
+    stopped = []
+    for entry in record.entries("process"):
+        if entry["instance"] != instance and stop_recorded(entry):
+            stopped.append(entry["instance"])
+    return stopped
+
+
 def stop(instance: str) -> dict:
     entry = recorded(instance)
     if entry is None:
