@@ -22,6 +22,7 @@ from lab import (
     Lines,
     cli,
     command,
+    cpus_allowed_now,
     placement_now,
     remove_torn_down_root,
 )
@@ -133,9 +134,11 @@ def layouts(lab, tmp_path_factory):
     # where the last run left the tables, before later tests move them
     last = record["points"][-1]
     placement_after = placement_now(runs[last["variables"]["layout"], last["repetition"]])
+    # what the last run started, before a later run stops its server
+    cpus_after = cpus_allowed_now(lab.root)
     return {"dir": study_dir, "first_lines": first, "interrupted": interrupted, "interrupted_code": child.returncode,
             "after_interrupt": after_interrupt, "resumed": resumed.stdout, "record": record, "runs": runs,
-            "placement_after": placement_after}
+            "placement_after": placement_after, "cpus_after": cpus_after}
 
 
 @pytest.fixture(scope="session")

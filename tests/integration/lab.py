@@ -225,6 +225,15 @@ def placement_now(run_dir: Path) -> dict:
     }
 
 
+def cpus_allowed_now(root: str) -> dict[tuple[str, str], str]:
+    """The CPUs each emulator and database server recorded under root may run on right now, by (kind, tier or
+    instance)."""
+    created = json.loads(Path(root, "state", "created.json").read_text())
+    return {(e["kind"], e.get("tier") or e["instance"]):
+            re.search(r"^Cpus_allowed_list:\t(.*)$", Path(f"/proc/{e['pid']}/status").read_text(), re.M).group(1)
+            for e in created if e["kind"] in ("emulator", "process")}
+
+
 def remove_torn_down_root(root: str) -> None:
     """Nothing tierlab made under root is left: its record is empty, and no loop device, mount, server or memory
     group of it remains. Then the root itself (the agent and its empty record) is removed."""

@@ -127,8 +127,18 @@ def test_a_layout_change_moves_each_table_and_index_with_its_time(postgresql_run
 
 
 @pytest.mark.postgresql
+def test_a_run_stops_the_root_s_other_servers_before_its_first_query_and_names_them(postgresql_runs):
+    """PostgreSQL's first run follows the layouts study's runs on MariaDB, whose server it stops."""
+    first = (postgresql_runs["C+O"] / "raw" / "run.log").read_text().splitlines()[0]
+    prefix = "stopped the root's other servers: "
+    assert first.startswith(prefix)
+    assert "mariadb-16k" in first.removeprefix(prefix).split(", ")
+
+
+@pytest.mark.postgresql
 def test_the_server_runs_inside_its_memory_bound(lab, postgresql_runs):
     manifest = json.loads((postgresql_runs["L"] / "manifest.json").read_text())
+    lab.serving("postgresql-8k")
     # 5% of SF 0.01's data is under the least shared_buffers, 8 MiB; then os_cache's 64 MiB, 64 MiB for the
     # server's processes, and 24 MiB for each of parallel_workers=2's workers beside the query's connection
     assert manifest["engine"]["settings"]["shared_buffers"] == "8MB"
