@@ -340,3 +340,46 @@ def test_again_without_resume_or_with_other_than_point_numbers_is_refused(tmp_pa
     with pytest.raises(SystemExit) as exit:
         main(["study", *([] if "--resume" in given else [str(study_file(tmp_path, STUDY))]), *given])
     assert exit.value.code == f"tierlab study: {said}"
+
+
+def a_run(run_dir, statuses: list[str]) -> None:
+    """A run that ended ok with two tries of q01 expected, and a row per try with the statuses given."""
+    (run_dir / "raw").mkdir(parents=True)
+    rows = [{"query": "q01", "try": number, "status": status} for number, status in enumerate(statuses, 1)]
+    (run_dir / "raw" / "queries.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    by_status = {status: statuses.count(status) for status in statuses}
+    (run_dir / "manifest.json").write_text(json.dumps({"status": "ok", "queries": {
+        "expected_tries": 2, "recorded_tries": len(statuses), "by_status": by_status}}))
+
+
+@pytest.mark.parametrize(("statuses", "status", "error"), [
+    (["ok", "error"], "failed", "1 of 2 tries failed, with no try in their place (q01_try2: tables/queries.csv says "
+                                "why); --resume runs them again"),
+    (["error", "error"], "failed", "2 of 2 tries failed, with no try in their place (q01_try1, q01_try2: "
+                                   "tables/queries.csv says why); --resume runs them again"),
+    (["ok", "timeout"], "ok", None),
+    (["error", "ok", "ok"], "ok", None)])
+def test_a_point_is_ok_when_each_of_its_tries_has_a_try_that_did_not_fail(tmp_path, statuses, status, error):
+    a_run(tmp_path / "run-1", statuses)
+    playbook = tmp_path / "ansible-playbook"
+    playbook.write_text("#!/bin/sh\nexit 0\n")
+    playbook.chmod(0o755)
+    point = {"point": 1, "repetition": 1, "variables": {"layout": "None"}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "ANSIBLE_PLAYBOOK", playbook)
+        result = study.run_point({"workload": "tpch"}, point, tmp_path, "localhost", None, "run-1", {}, print)
+    log = tmp_path / "logs" / "point-001.log"
+    assert (result["status"], result["error"]) == (status, error and f"{error} (log: {log})")
+
+
+def test_a_resume_runs_again_the_failed_tries_of_a_point_recorded_ok(tmp_path, monkeypatch):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    recorded(tmp_path, study_spec, [{**p, "host": "localhost", "status": "ok", "run_id": f"run-{p['point']}",
+                                     "error": None, "seconds": 1.0} for p in points(study_spec)])
+    a_run(tmp_path / "s" / "run-1", ["ok", "error"])
+    calls = fake_playbook(tmp_path, monkeypatch)
+    record = run_study(study_spec, tmp_path / "s", {}, out=io.StringIO(), stop_after=None, again=frozenset())
+    # only point 1, whose run lacks a try, runs: its run resumed with its failed try run again
+    assert [(call["resume"], call["retry_failed"]) for call in calls()] == [("run-1", True)]
+    assert (record["points"][0]["status"], record["points"][0]["run_id"]) == ("ok", "run-1")
+    assert "superseded" not in record["points"][0]

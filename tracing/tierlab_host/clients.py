@@ -87,6 +87,10 @@ def watched(cmd: list[str], stdin: bytes | None, env: dict | None, output: Path,
         STOP.check()
         err.seek(0)
         error = err.read().decode(errors="replace").strip()
+    if client.returncode != 0 and not error:
+        # a client that says nothing on its way out (killed, or a driver that reports on its standard output)
+        error = (f"killed by signal {-client.returncode}" if client.returncode < 0
+                 else f"exited with {client.returncode}")
     return {"status": "ok" if client.returncode == 0 else "error", "error": error,
             "elapsed_s": time.monotonic() - started}
 

@@ -20,7 +20,9 @@ stops: the playbook runs in a session of its own, so that the signal does not cu
 
 With several hosts in the inventory the points are spread over them: each host runs one point at a time
 (its playbook limited to it), taking the next point not yet taken, and its runs land in the same study
-directory on the controller. A failed point is resumed on the host that ran it.
+directory on the controller. A failed point is resumed on the host that ran it. A run whose tries did not all
+end without an error (a server that died under a query, a client that failed) leaves its point failed: the resume
+runs those tries again (retry_failed), the failed rows kept.
 
 A resume can run points again that have an ok run (`--again`, when something that run measured was wrong): the new
 run takes the point's place in study.json and the earlier one, which stays in the directory, goes into the point's
@@ -179,12 +181,28 @@ def _run_dirs(study_dir: Path, host: str) -> set[str]:
 
 
 def _run_outcome(run_dir: Path) -> tuple[str, str | None]:
-    """The run's status and error, as its manifest says."""
+    """The run's status and error, as its manifest says; a run that ended with tries whose client or server failed
+    (error rows, which a resume with retry_failed runs again) lacks those, so its point is failed too. A timed-out
+    try is a measurement (the query ran past its limit), not a failure."""
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
     except (OSError, ValueError):
         return "unknown", None
-    return manifest.get("status", "unknown"), manifest.get("error") or None
+    status = manifest.get("status", "unknown")
+    tries = manifest.get("queries") or {}
+    by_status = tries.get("by_status", {})
+    lacking = tries.get("expected_tries", 0) - (sum(by_status.values()) - by_status.get("error", 0))
+    if status == "ok" and lacking > 0:
+        failed = [f"{row['query']}_try{row['try']}" for row in _rows(run_dir) if row["status"] == "error"]
+        return "failed", (f"{lacking} of {tries['expected_tries']} tries failed, with no try in their place "
+                          f"({', '.join(failed)}: tables/queries.csv says why); --resume runs them again")
+    return status, manifest.get("error") or None
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    """The run's rows, one per try (raw/queries.jsonl)."""
+    lines = (run_dir / "raw" / "queries.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _label(point: dict, study: dict) -> str:
@@ -199,7 +217,8 @@ def run_point(study: dict, point: dict, study_dir: Path, host: str, inventory: P
     log.parent.mkdir(exist_ok=True)
     variables = {**extra, **point["variables"], "results_dir": str(study_dir)}
     if resume_run:
-        variables["resume"] = resume_run
+        # and its failed tries run again: a point is done when each of its tries has a run that did not fail
+        variables.update(resume=resume_run, retry_failed=True)
     before = _run_dirs(study_dir, host)
     started = time.monotonic()
     command = [str(ANSIBLE_PLAYBOOK), playbook(study["workload"]), *(["-i", str(inventory)] if inventory else []),
@@ -277,7 +296,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     record = _open_record(study, study_dir, extra)
     resumed_with = record["extra_vars"] if not extra else {}
     extra = record["extra_vars"]
-    done = {p["point"]: p for p in record["points"]}
+    done = {p["point"]: _judged(p, study_dir) for p in record["points"]}
     every = points(study)
     todo = _points_to_run(every, study_dir, done, again)
     unended, total = len(todo), len(every)
@@ -355,6 +374,15 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
         record["ended_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     _write(study_dir, record)
     return record
+
+
+def _judged(point: dict, study_dir: Path) -> dict:
+    """A recorded point as its run is judged now: one recorded ok before studies judged its tries is failed where
+    its run has tries that failed, so that a resume runs them again."""
+    if point["status"] != "ok":
+        return point
+    status, error = _run_outcome(study_dir / point["run_id"])
+    return {**point, "status": status, "error": error} if status == "failed" else point
 
 
 def _points_to_run(every: list[dict], study_dir: Path, done: dict[int, dict], again: frozenset[int]) -> list[dict]:
