@@ -44,10 +44,28 @@ def test_the_buffer_pool_knee_is_the_smallest_within_ten_percent_of_the_best():
     assert list(advice["verdict"]) == ["", "", "knee", "best"]
 
 
-def test_threads_stop_scaling_where_the_next_count_adds_less_than_ten_percent():
+def test_threads_stop_scaling_at_the_first_count_no_larger_count_beats_by_ten_percent():
     tps = {"1": 100.0, "2": 190.0, "4": 360.0, "8": 380.0, "16": 370.0}
     advice = advise(study("threads"), figures("threads", tps))
     assert list(advice["verdict"]) == ["", "", "stops scaling", "best", ""]
+
+
+def test_a_plateau_that_more_threads_climb_out_of_is_not_where_scaling_stops():
+    # as MariaDB's write-only on the fast tier measured (E4 threads): flat from 1 to 4 threads, then 1.66x at 64
+    tps = {"1": 234.0, "2": 232.0, "4": 237.0, "8": 287.0, "16": 287.0, "32": 347.0, "64": 390.0}
+    advice = advise(study("threads"), figures("threads", tps))
+    assert list(advice["verdict"]) == ["", "", "", "", "", "", "best"]
+    assert statements(advice)[0].split(". ")[1] == "Throughput still scales at the largest count measured"
+
+
+def test_one_thread_count_measured_says_nothing_of_scaling():
+    (line,) = statements(advise(study("threads"), figures("threads", {"1": 599.0})))
+    assert line.split(". ")[1] == "One count measured: nothing to say of scaling yet"
+
+
+def test_scaling_that_stops_at_one_thread_names_one_thread():
+    (line,) = statements(advise(study("threads"), figures("threads", {"1": 300.0, "2": 310.0, "4": 305.0})))
+    assert line.split(". ")[1] == "Throughput stops scaling at 1 thread (no larger count measured adds 10%)"
 
 
 def test_the_spread_over_repetitions_is_max_minus_min_over_the_median():

@@ -63,6 +63,12 @@ def test_a_sysbench_study_is_answered_per_test_by_its_transactions_per_second():
         "engine=mariadb, oltp_read_only: page_size=4k ran most, 250 tps, 2.50x page_size=16k's"]
 
 
+def test_a_sysbench_test_that_ran_at_one_value_only_is_too_few_to_compare():
+    tps = figures([("mysql", "16k", "oltp_read_only", 599.0, "2 random", "")]).rename(columns={"layout": "page_size"})
+    assert answers(tps, "page_size", ["4k", "16k"], ["engine"], "tps") == [
+        "engine=mysql, oltp_read_only: too few runs ok to compare page_size (only page_size=16k, 599 tps)"]
+
+
 def test_the_committed_findings_page_is_written_again_the_same_from_the_committed_tables(tmp_path):
     write_findings_page(DOCS / "findings", tmp_path)
     assert (tmp_path / "findings.md").read_text() == (DOCS / "findings.md").read_text()

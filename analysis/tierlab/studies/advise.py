@@ -11,7 +11,8 @@ for each step (a sysbench test, or a query workload as a whole):
 - page_size, compression, threads: the best value, and each value against it;
 - buffer_pool: the knee, the smallest buffer pool whose figure is within KNEE_SHARE of the best one's;
 - compression: each mode's cost (or gain) against none, and the bytes of the data it stored;
-- threads: where scaling stops, the first count after which the next adds less than SCALING_SHARE;
+- threads: where scaling stops, the first count that no larger count measured beats by SCALING_SHARE (a plateau
+  that more threads climb out of is not where scaling stops);
 - and any run variable outside the matrix whose value differs between the setting's values (a compression
   that sets the flush method, say), so that a statement never credits the setting with what that did.
 
@@ -32,7 +33,7 @@ from ..runs.results import run_figures
 SETTINGS = ("page_size", "buffer_pool", "compression", "threads")
 # a buffer pool whose figure is within this share of the best is big enough
 KNEE_SHARE = 0.10
-# more threads that add less than this share of throughput no longer scale
+# more threads that add less than this share of throughput, however many more, no longer scale
 SCALING_SHARE = 0.10
 ADVICE_COLUMNS = ["setting", "context", "step", "value", "figure", "unit", "spread_pct", "repetitions",
                   "against_best_pct", "data_bytes", "buffer_pool_bytes", "verdict", "runs", "also_differs"]
@@ -68,7 +69,7 @@ def _verdicts(setting: str, figure: np.ndarray, best: int, higher: bool) -> list
         verdicts[within[0]] = "knee" if within[0] != best else "best, knee"
     if setting == "threads":
         for i in range(len(figure) - 1):
-            if figure[i + 1] < figure[i] * (1 + SCALING_SHARE):
+            if np.nanmax(figure[i + 1:]) < figure[i] * (1 + SCALING_SHARE):
                 verdicts[i] = ", ".join(v for v in (verdicts[i], "stops scaling") if v)
                 break
     return verdicts
@@ -149,9 +150,12 @@ def statements(advice: pd.DataFrame) -> list[str]:
         if knee:
             text += f". The knee: {_value(knee[0])}, the smallest buffer pool within {KNEE_SHARE:.0%} of the best"
         stops = [r for r in group.itertuples() if "stops scaling" in r.verdict]
-        if setting == "threads":
-            text += (f". Throughput stops scaling at {stops[0].value} threads (the next count adds less than "
-                     f"{SCALING_SHARE:.0%})" if stops else ". Throughput still scales at the largest count measured")
+        if setting == "threads" and len(group) == 1:
+            text += ". One count measured: nothing to say of scaling yet"
+        elif setting == "threads":
+            text += (f". Throughput stops scaling at {stops[0].value} thread{'s' if stops[0].value != '1' else ''} "
+                     f"(no larger count measured adds {SCALING_SHARE:.0%})" if stops
+                     else ". Throughput still scales at the largest count measured")
         if setting == "compression":
             sizes = ", ".join(f"{r.value} {r.data_bytes / 2**20:.1f} MiB" for r in group.itertuples()
                               if pd.notna(r.data_bytes))

@@ -328,6 +328,10 @@ def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: lis
             for step, rows in group.groupby("query", sort=False):
                 ranked = rows.sort_values("figure", ascending=False)
                 best, first = ranked.iloc[0], rows[rows[compared] == values[0]]
+                if len(rows) < 2:
+                    lines.append(f"{where}, {step}: too few runs ok to compare {compared} (only {compared}="
+                                 f"{best[compared]}, {best['figure']:.0f} tps)")
+                    continue
                 text = f"{where}, {step}: {compared}={best[compared]} ran most, {best['figure']:.0f} tps"
                 if len(first) and best[compared] != values[0]:
                     text += f", {best['figure'] / first['figure'].iloc[0]:.2f}x {compared}={values[0]}'s"
