@@ -50,7 +50,7 @@ from ..checkout import PROJECT, require_checkout
 from ..errors import InputError, RunDirError
 from ..files import replace_text
 from ..runs.inventory import ANSIBLE_ENV, ANSIBLE_PLAYBOOK, inventory_hosts
-from ..runs.manifest import read_run_config
+from ..runs.manifest import query_rows, read_run_config
 from ..runs.settings import default_text, validate
 
 STUDY_KEYS = ("name", "workload", "variables", "matrix", "repetitions")
@@ -193,16 +193,10 @@ def _run_outcome(run_dir: Path) -> tuple[str, str | None]:
     by_status = tries.get("by_status", {})
     lacking = tries.get("expected_tries", 0) - (sum(by_status.values()) - by_status.get("error", 0))
     if status == "ok" and lacking > 0:
-        failed = [f"{row['query']}_try{row['try']}" for row in _rows(run_dir) if row["status"] == "error"]
+        failed = [f"{row['query']}_try{row['try']}" for row in query_rows(run_dir) if row["status"] == "error"]
         return "failed", (f"{lacking} of {tries['expected_tries']} tries failed, with no try in their place "
                           f"({', '.join(failed)}: tables/queries.csv says why); --resume runs them again")
     return status, manifest.get("error") or None
-
-
-def _rows(run_dir: Path) -> list[dict]:
-    """The run's rows, one per try (raw/queries.jsonl)."""
-    lines = (run_dir / "raw" / "queries.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _label(point: dict, study: dict) -> str:
