@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from .catalog.analysis import FORMATS, RANDOM_PCT_THRESHOLD, REPEAT_THRESHOLD, SCAN_REQUEST_BYTES, STREAM_WINDOW
-from .catalog.values import parse_bytes
+from .catalog.values import figure, parse_bytes
 from .errors import InputError, TierlabError
 from .runs import manifest
 from .runs.doctor import doctor, format_report
@@ -199,7 +199,7 @@ def _study(args) -> None:
         _print_comparison(*compare_runs(ok, study_dir / "compare"))
         best = fastest(study, record, pd.read_csv(study_dir / "compare" / "compare.csv"))
         best.to_csv(study_dir / "fastest.csv", index=False, float_format="%.6g")
-        print(f"{study_dir / 'fastest.csv'}:\n{best.to_string(index=False, float_format=lambda v: f'{v:.3g}')}")
+        print(f"{study_dir / 'fastest.csv'}:\n{best.to_string(index=False, float_format=figure)}")
     total = len(points(study))
     left = total - len(ok)
     if left:
@@ -279,7 +279,7 @@ def _validate(args) -> None:
     for name, table in tables.items():
         path = study_dir / f"{name}.csv"
         table.to_csv(path, index=False, float_format="%.6g")
-        shown = table.drop(columns="run_id", errors="ignore").to_string(index=False, float_format=lambda v: f"{v:.3g}")
+        shown = table.drop(columns="run_id", errors="ignore").to_string(index=False, float_format=figure)
         print(f"{path}:\n{shown}")
     print(write_validation_report(study_dir, record["study"], tables.get("validation"), tables.get("validation_layouts"),
                                   tables.get("cache_validation")))

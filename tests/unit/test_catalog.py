@@ -10,7 +10,7 @@ import yaml
 
 from tierlab.catalog.engines import ENGINES, PAGE_SIZES
 from tierlab.catalog.reference import markdown
-from tierlab.catalog.values import Context
+from tierlab.catalog.values import Context, figure
 from tierlab.catalog.variables import BY_NAME, VARIABLES, Choice, group
 from tierlab.catalog.workloads import WORKLOAD_DIR, WORKLOADS, playbook
 from tierlab.errors import InputError
@@ -153,3 +153,9 @@ def test_no_role_reads_another_role_s_variables_but_the_one_fact_it_publishes():
                     if owner not in (None, role) and name != f"{owner}_result":
                         read.append(f"{path.relative_to(ROLES)} reads {name}")
     assert read == []
+
+
+@pytest.mark.parametrize(("value", "text"), [(0.115, "0.115"), (53.44, "53.4"), (930.4, "930"), (999.7, "1000"),
+                                             (1004.2, "1004"), (3316.9, "3317"), (-1500.0, "-1500")])
+def test_a_figure_is_written_with_three_significant_digits_and_whole_from_1000(value, text):
+    assert figure(value) == text

@@ -1,6 +1,6 @@
 """How each kind of value a user gives is read: checked, normalised, and refused with what was given and what is
 allowed. A kind reads a value as given with -e (text, or what YAML made of it) and says in words what it allows,
-for the errors and for the variables' reference alike."""
+for the errors and for the variables' reference alike. And how a measured figure is written for a reader."""
 
 import math
 import re
@@ -12,6 +12,12 @@ from .layout import layout_name, parse_layout
 from .workloads import Workload
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def figure(value: float) -> str:
+    """A measured figure in text: three significant digits, and from 1000 on the whole number (1004 tps, not the
+    1e+03 that three significant digits write)."""
+    return f"{value:.3g}" if abs(value) < 999.5 else f"{value:.0f}"
 
 
 def refusal(name: str, value, allowed: str, todo: str = "") -> InputError:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.engines import ENGINES
+from ..catalog.values import figure
 
 # the counters whose sum is the engine's work: PostgreSQL's transactions, the MySQL family's statements
 WORK = {"postgresql": ("xact_commit", "xact_rollback"), "innodb": ("Questions",)}
@@ -95,7 +96,7 @@ def warnings(frame: pd.DataFrame, changed: list[dict], rotated: dict[str, int]) 
         found.append({"warning": "the instance did no work in the window: its traces are its background writes only",
                       "evidence": "tables/intervals.csv work_per_s"})
     elif len(work) > 1 and work.mean() > 0 and work.std() / work.mean() > WORK_VARIATION:
-        found.append({"warning": f"the rate of work varied from {work.min():.3g} to {work.max():.3g} per s across the "
+        found.append({"warning": f"the rate of work varied from {figure(work.min())} to {figure(work.max())} per s across the "
                                  "intervals: the window holds more than one phase of the load, and the advice weighs "
                                  "them as they came",
                       "evidence": "tables/intervals.csv work_per_s"})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..catalog.engines import ENGINES
 from ..catalog.layout import CAPACITY, FAST
+from ..catalog.values import figure
 from ..errors import RunDirError
 from ..runs.manifest import table_bytes
 from ..runs.observing import OBSERVED
@@ -170,7 +171,7 @@ def _mysql_family(m: dict, steps: list[dict], undo: list[dict]) -> dict:
 
     def notes(ordered: list[dict]) -> list[str]:
         return [f"Offline: stop the server, run this as root, start the server ({found}).",
-                f"Downtime: about {sum(step['predicted_s'] for step in ordered):.3g} s of copying on the measured "
+                f"Downtime: about {figure(sum(step['predicted_s'] for step in ordered))} s of copying on the measured "
                 "devices."]
 
     def check(ordered: list[dict]) -> list[str]:
@@ -193,7 +194,7 @@ def _script(comment: str, notes: list[str], code: list[str], steps: list[dict]) 
         lines += [f"{comment} Step {number} of {len(steps)}: {step['table']} (indexes: "
                   f"{', '.join(step['indexes']) or 'none'}) from the {step['from']} tier to the {step['to']} tier: "
                   f"{human_bytes(step['bytes'])} copied (as much free space needed there), about "
-                  f"{step['predicted_s']:.3g} s on the measured devices; {step['log']}.",
+                  f"{figure(step['predicted_s'])} s on the measured devices; {step['log']}.",
                   f"{comment} Lock: {step['lock']}.", *step["lines"], ""]
     return "\n".join(lines)
 
@@ -313,7 +314,7 @@ def _observed_mysql_family(m: dict, steps: list[dict], undo: list[dict], fast_lo
         return [f"Online, table by table: run this as root with MYSQL set to a client that may create, fill, rename "
                 f"and drop the tables (e.g. MYSQL='mysql --defaults-file=/root/admin.cnf'). {mysql}Each table's "
                 "writes must wait until its step ends.",
-                f"About {sum(step['predicted_s'] for step in ordered):.3g} s of copying on the measured devices."]
+                f"About {figure(sum(step['predicted_s'] for step in ordered))} s of copying on the measured devices."]
 
     return {"method": "online, in SQL: each table rebuilt where it is to be, then renamed into its place",
             "downtime_s": 0.0,

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..catalog.engines import ENGINES
 from ..catalog.layout import CAPACITY, FAST, parse_layout
+from ..catalog.values import figure
 from ..catalog.workloads import workload_of
 from ..devices import cost_model, profiles
 from ..errors import InputError, RunDirError
@@ -118,7 +119,7 @@ def _migration_lines(plan: dict) -> list[str]:
     lines = [f"How, on {plan['engine']} ({plan['method']}; with --out, the scripts and their undo):"]
     for step in plan["steps"]:
         lines += [f"  {step['table']}: {human_bytes(step['bytes'])} to the {step['to']} tier, about "
-                  f"{step['predicted_s']:.3g} s; lock: {step['lock']}"] + [f"    {line}" for line in step["lines"]]
+                  f"{figure(step['predicted_s'])} s; lock: {step['lock']}"] + [f"    {line}" for line in step["lines"]]
     return lines
 
 

@@ -16,6 +16,8 @@ matplotlib.rcParams["svg.hashsalt"] = "tierlab"
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
+from ..catalog.values import figure  # noqa: E402
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1em; }
@@ -48,7 +50,7 @@ def svg(fig) -> str:
 
 def fmt(value) -> str:
     if isinstance(value, float | np.floating):
-        return "" if np.isnan(value) else f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+        return "" if np.isnan(value) else figure(value)
     return str(value)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..catalog.analysis import REPEAT_THRESHOLD
+from ..catalog.values import figure
 from ..metrics.contract import RULES
 from ..metrics.engine_view import definition
 from ..runs.manifest import tiers_dilation
@@ -232,8 +233,8 @@ def _step_details(table_metrics: pd.DataFrame, plans: pd.DataFrame) -> tuple[lis
         part = steps.get_group((query, attempt)).sort_values("io_time_s", ascending=False)
         plan = plans[(plans["query"] == query) & (plans["try"] == attempt)][["table", "index", "access"]]
         top = part.iloc[0]
-        line = (f"{query} try {attempt}: {part['io_time_s'].sum():.3g} s of I/O over {part['object'].nunique()} objects; most on "
-                f"{top['object']} ({top['tier']}), {100 * top['io_time_s'] / part['io_time_s'].sum():.0f}%")
+        line = (f"{query} try {attempt}: {figure(part['io_time_s'].sum())} s of I/O over {part['object'].nunique()} objects; "
+                f"most on {top['object']} ({top['tier']}), {100 * top['io_time_s'] / part['io_time_s'].sum():.0f}%")
         inside = ["<p class='note'>How the plan reads each table:</p>", html_table(plan)] if not plan.empty else []
         sections.append(f"<details><summary>{html.escape(line)}</summary>{''.join(inside)}"
                         f"{html_table(present(part, TABLE_COLUMNS))}</details>")

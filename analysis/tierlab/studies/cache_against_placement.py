@@ -8,6 +8,7 @@ differently; one side is faster where its speedups over its runs' spread stay ab
 import pandas as pd
 
 from ..catalog.layout import FAST, parse_layout
+from ..catalog.values import figure
 from ..catalog.workloads import WORKLOADS
 
 # what makes an E2 study's measurements comparable with an E3 study's: the same data and memory
@@ -108,12 +109,12 @@ def display(compared: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "query": compared["query"], "policy": compared["policy"],
         "cache": [f"{c} ({b / 2**20:.0f} MiB)" for c, b in zip(compared["cache"], compared["cache_bytes"], strict=True)],
-        "cache (s)": compared["cache_s"].map("{:.3g}".format),
+        "cache (s)": compared["cache_s"].map(figure),
         "cache vs none": [f"{x:.2f}x ({lo:.2f}-{hi:.2f})" for x, lo, hi in
                           zip(compared["cache_x"], compared["cache_x_low"], compared["cache_x_high"], strict=True)],
         "best placement that fits": [f"{layout} ({b / 2**20:.0f} MiB)" for layout, b in
                                      zip(compared["placement"], compared["placement_bytes"], strict=True)],
-        "placement (s)": compared["placement_s"].map("{:.3g}".format),
+        "placement (s)": compared["placement_s"].map(figure),
         "placement vs None": [f"{x:.2f}x ({lo:.2f}-{hi:.2f})" for x, lo, hi in
                               zip(compared["placement_x"], compared["placement_x_low"], compared["placement_x_high"],
                                   strict=True)],

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..catalog.values import figure
 from ..catalog.variables import BY_NAME
 from ..devices import fit
 from ..errors import InputError, RunDirError
@@ -282,7 +283,8 @@ def _figures(tables: dict) -> tuple[pd.DataFrame, str, list[str], list[str], str
 
 
 def _spread(row) -> str:
-    return f"{row.figure:.3g}" if f"{row.low:.3g}" == f"{row.high:.3g}" else f"{row.figure:.3g} ({row.low:.3g}-{row.high:.3g})"
+    low, high = figure(row.low), figure(row.high)
+    return figure(row.figure) if low == high else f"{figure(row.figure)} ({low}-{high})"
 
 
 def figures_table(figures: pd.DataFrame, compared: str, values: list[str], groups: list[str], unit: str) -> pd.DataFrame:
@@ -307,7 +309,7 @@ def figures_table(figures: pd.DataFrame, compared: str, values: list[str], group
 
 
 def _number(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float | int) and value == value else ""
+    return figure(value) if isinstance(value, float | int) and value == value else ""
 
 
 def _speedup(base, other, unit: str) -> float:
@@ -348,11 +350,11 @@ def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: lis
         ratio = wide[against] / wide[best]
         spread = (f"{ratio.min():.2f}x each" if f"{ratio.min():.2f}" == f"{ratio.max():.2f}" else
                   f"{ratio.min():.2f}x ({ratio.idxmin()}) to {ratio.max():.2f}x ({ratio.idxmax()})")
-        text = (f"{where}: {compared}={best} ran its {len(wide)} queries in {totals[best]:.3g} s, "
-                f"{totals[against] / totals[best]:.2f}x as fast as {compared}={against} ({totals[against]:.3g} s); "
+        text = (f"{where}: {compared}={best} ran its {len(wide)} queries in {figure(totals[best])} s, "
+                f"{totals[against] / totals[best]:.2f}x as fast as {compared}={against} ({figure(totals[against])} s); "
                 f"per query {spread}")
         if len(ran) > 2:
-            text += "; all: " + ", ".join(f"{value} {totals[value]:.3g} s" for value in ran)
+            text += "; all: " + ", ".join(f"{value} {figure(totals[value])} s" for value in ran)
         category = group[group[compared] == against].set_index("query")["category"].reindex(wide.index)
         if category.notna().any():
             text += (f". By category at {compared}={against}: " + ", ".join(
@@ -447,10 +449,10 @@ def recommend_lines(tables: dict) -> list[str]:
         moved = row["migration_tables"] if isinstance(row["migration_tables"], str) else "nothing"
         lines.append(
             f"{_where(others, key)}: with {human_bytes(row['fast_capacity_bytes'])} of fast tier (a quarter of the data), "
-            f"recommend places {row['layout']} ({human_bytes(row['fast_bytes'])}) there, predicted {row['predicted_s']:.3g} s "
-            f"against {row['traced_s']:.3g} s traced with {row['traced_layout']}; the fast tier as a block cache of "
-            f"that size, predicted {row['cache_predicted_s']:.3g} s ({row['cache_hit_pct']:.0f}% of requests hit): "
-            f"{row['verdict']} is faster; the migration moves {moved} "
+            f"recommend places {row['layout']} ({human_bytes(row['fast_bytes'])}) there, "
+            f"predicted {figure(row['predicted_s'])} s against {figure(row['traced_s'])} s traced with {row['traced_layout']}; "
+            f"the fast tier as a block cache of that size, predicted {figure(row['cache_predicted_s'])} s "
+            f"({row['cache_hit_pct']:.0f}% of requests hit): {row['verdict']} is faster; the migration moves {moved} "
             f"({human_bytes(row['migration_bytes'])}, about {row['migration_s']:.1f} s). Evidence: run {row['run_id']}")
         curve = curves[(curves[others] == pd.Series(dict(zip(others, key, strict=True)))).all(axis=1)] if others \
             else curves
