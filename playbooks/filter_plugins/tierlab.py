@@ -23,6 +23,7 @@ from tierlab.runs.settings import (
     connections,
     estimated_table_bytes,
     memory_limit_bytes,
+    os_cache_bytes,
     resume_conflicts,
     validate,
     validate_dilation,
@@ -122,6 +123,7 @@ class FilterModule:
             "tierlab_bytes": _refusing(lambda value, name="size": parse_bytes(name, value)),
             "tierlab_buffer_pool_bytes": buffer_pool_bytes,
             "tierlab_memory_limit_bytes": memory_limit_bytes,
+            "tierlab_os_cache_bytes": os_cache_bytes,
             "tierlab_connections": connections,
             "tierlab_table_bytes": lambda settings: estimated_table_bytes(_plain(settings)),
             # the controller's process that holds the root's lock: `{{ run_id | tierlab_lock_holder }}`

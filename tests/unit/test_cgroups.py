@@ -11,10 +11,11 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tierlab_host import cgroups, record, system, teardown, tiers
+from tierlab_host import cgroups, page_cache, record, system, teardown, tiers
 from tierlab_host.engines import server
 from tierlab_host.system import HostError
 
@@ -210,6 +211,73 @@ def test_the_manifest_names_the_v1_group_that_bounds_a_server_s_memory(root):
     assert cgroups.memory_group("postgresql-8k") == {"version": 1, "path": f"{root}/memory/tierlab-postgresql-8k"}
 
 
+def v1_memory_stat(group, usage, active_file, inactive_file, mapped_file, shmem):
+    """What the kernel shows in a v1 memory group's memory.stat (the lines tierlab reads among others) and
+    memory.usage_in_bytes."""
+    (group / "memory.stat").write_text(
+        f"cache {active_file + inactive_file + shmem}\nrss 12582912\nrss_huge 0\nshmem {shmem}\n"
+        f"mapped_file {mapped_file}\ndirty 4096\nwriteback 0\ninactive_anon 0\nactive_anon 12582912\n"
+        f"inactive_file {inactive_file}\nactive_file {active_file}\nunevictable 0\n")
+    (group / "memory.usage_in_bytes").write_text(f"{usage}\n")
+
+
+def test_a_v1_group_s_page_cache_is_its_file_pages_less_those_its_processes_map_besides_shared_memory(root):
+    legacy(root)
+    cgroups.server_groups("postgresql-8k", MEMORY_LIMIT)
+    group = cgroups.memory_group("postgresql-8k")
+    # 8 MiB of shared_buffers (all mapped), 3 MiB of mapped programs, 40 MiB of file pages in all
+    v1_memory_stat(Path(group["path"]), 61 << 20, 30 << 20, 10 << 20, 11 << 20, 8 << 20)
+    assert cgroups.memory_held(group) == (61 << 20, 37 << 20)
+
+
+@pytest.fixture
+def limit_writes(monkeypatch):
+    """Every value written to a memory group's limit or reclaim file, in order: the kernel keeps only the last."""
+    writes = []
+    write_text = Path.write_text
+
+    def logged(path, text, *args, **kwargs):
+        if path.name in ("memory.limit_in_bytes", "memory.reclaim"):
+            writes.append((path.name, int(text)))
+        return write_text(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", logged)
+    return writes
+
+
+def test_a_v1_group_drops_page_cache_by_a_limit_that_much_below_what_it_holds_then_gets_its_bound_back(
+        root, limit_writes):
+    legacy(root)
+    cgroups.server_groups("postgresql-8k", MEMORY_LIMIT)
+    group = cgroups.memory_group("postgresql-8k")
+    v1_memory_stat(Path(group["path"]), 61 << 20, 30 << 20, 10 << 20, 11 << 20, 8 << 20)
+    limit_writes.clear()
+    cgroups.drop_page_cache(group, 20 << 20, MEMORY_LIMIT)
+    assert limit_writes == [("memory.limit_in_bytes", 41 << 20), ("memory.limit_in_bytes", MEMORY_LIMIT)]
+
+
+def test_the_page_cache_hold_drops_what_exceeds_os_cache_and_keeps_each_window_s_most(root, limit_writes):
+    legacy(root)
+    cgroups.server_groups("postgresql-8k", MEMORY_LIMIT)
+    group = cgroups.memory_group("postgresql-8k")
+    path = Path(group["path"])
+    hold = page_cache.PageCacheHold(group, 16 << 20, MEMORY_LIMIT)
+    limit_writes.clear()
+    # 24 MiB held by the processes (12 anonymous, 8 shared, 4 of programs) and 12 MiB of page cache: nothing to drop
+    v1_memory_stat(path, 36 << 20, 10 << 20, 6 << 20, 12 << 20, 8 << 20)
+    hold.hold_once()
+    assert limit_writes == []
+    # 30 MiB held by the processes and 62 MiB of page cache: 46 MiB over os_cache
+    v1_memory_stat(path, 92 << 20, 40 << 20, 26 << 20, 12 << 20, 8 << 20)
+    hold.hold_once()
+    assert limit_writes == [("memory.limit_in_bytes", 46 << 20), ("memory.limit_in_bytes", MEMORY_LIMIT)]
+    assert hold.window_figures() == {"page_cache_max_bytes": 62 << 20, "process_memory_max_bytes": 30 << 20}
+    hold.start_window()
+    v1_memory_stat(path, 36 << 20, 10 << 20, 6 << 20, 12 << 20, 8 << 20)
+    hold.hold_once()
+    assert hold.window_figures() == {"page_cache_max_bytes": 12 << 20, "process_memory_max_bytes": 24 << 20}
+
+
 # cgroup v2, no systemd
 
 def test_a_v2_memory_bound_is_a_leaf_below_tierlab_s_group_with_the_controllers_enabled_above_it(root):
@@ -325,6 +393,21 @@ def test_a_server_started_with_a_memory_bound_on_v2_runs_in_its_leaf_which_its_r
         # the kernel drops a process that ends from its group: stop must not find its pid there afterwards
         (leaf / "cgroup.procs").write_text("")
         server.stop("postgresql-8k")
+
+
+def test_a_v2_group_drops_page_cache_through_memory_reclaim_its_bound_left_as_it_is(root, limit_writes):
+    unified(root)
+    cgroups.server_groups("postgresql-8k", MEMORY_LIMIT)
+    group = cgroups.memory_group("postgresql-8k")
+    leaf = Path(group["path"])
+    (leaf / "memory.stat").write_text(
+        "anon 12582912\nfile 50331648\nkernel 1048576\nshmem 8388608\nfile_mapped 11534336\nfile_dirty 0\n"
+        "inactive_anon 0\nactive_anon 20971520\ninactive_file 10485760\nactive_file 31457280\nunevictable 0\n")
+    (leaf / "memory.current").write_text(f"{62 << 20}\n")
+    assert cgroups.memory_held(group) == (62 << 20, 37 << 20)
+    cgroups.drop_page_cache(group, 20 << 20, MEMORY_LIMIT)
+    assert limit_writes == [("memory.reclaim", 20 << 20)]
+    assert (leaf / "memory.max").read_text() == "209715200\n"
 
 
 # what a host lacks

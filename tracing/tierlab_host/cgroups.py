@@ -24,6 +24,7 @@ stopped); so are the controllers tierlab enables in a parent it does not own, an
 tierlab writes inside its own groups goes with them.
 """
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,6 +317,43 @@ def memory_group(instance: str) -> dict | None:
         parent = _existing_v2_parent()
         group = None if parent is None else parent / instance
     return {"version": memory.version, "path": str(group)} if group is not None and group.is_dir() else None
+
+
+def memory_held(group: dict) -> tuple[int, int]:
+    """What a server's memory group (as memory_group names it) holds: all of it, and its page cache, the file pages
+    its processes read and do not map (those they map are their programs). Shared memory (shared_buffers) is not
+    page cache: the kernel keeps it with anonymous memory, and counts it in the mapped pages too."""
+    path = Path(group["path"])
+    stat = dict(line.split() for line in (path / "memory.stat").read_text().splitlines())
+    total = int((path / ("memory.usage_in_bytes" if group["version"] == 1 else "memory.current")).read_text())
+    mapped = int(stat["mapped_file" if group["version"] == 1 else "file_mapped"]) - int(stat["shmem"])
+    page_cache = int(stat["active_file"]) + int(stat["inactive_file"]) - max(0, mapped)
+    return total, max(0, page_cache)
+
+
+def drop_page_cache(group: dict, excess_bytes: int, limit_bytes: int) -> None:
+    """Have the kernel drop excess_bytes of a server's memory group's page cache (memory_held), the pages it would
+    evict first, the group's bound (limit_bytes) left as it is. cgroup v2 does it through memory.reclaim. cgroup v1
+    has no such file: a limit written below what the group holds is set only once the kernel has reclaimed down to
+    it, while the group's limit is still the old one, so the limit is written that much lower and then given back
+    (between the two writes a charge reclaims page cache of its own, of which the group has os_cache). Without swap
+    the kernel reclaims only page cache: the processes' own memory and shared memory stay. A drop refused because
+    the pages are dirty and not yet written (v1: EBUSY, v2: EAGAIN) waits for the next."""
+    path = Path(group["path"])
+    if group["version"] == 2:
+        try:
+            (path / "memory.reclaim").write_text(f"{excess_bytes}\n")
+        except OSError as error:
+            if error.errno != errno.EAGAIN:
+                raise
+        return
+    try:
+        (path / "memory.limit_in_bytes").write_text(f"{memory_held(group)[0] - excess_bytes}\n")
+    except OSError as error:
+        if error.errno != errno.EBUSY:
+            raise
+    finally:
+        (path / "memory.limit_in_bytes").write_text(f"{limit_bytes}\n")
 
 
 def remove_recorded(entry: dict) -> str | None:

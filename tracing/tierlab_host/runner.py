@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import emulator, record, replay, subqueries, sysbench, trace
+from . import emulator, page_cache, record, replay, subqueries, sysbench, trace
 from .clients import STOP, execute, watched
 from .corun import corunner_of, prepare_writer
 from .engines import engine, stop_others
@@ -319,6 +319,18 @@ def run_queries(spec: dict) -> dict:
     return locked_loop(spec, ("traces", "counters", "output", "plans", "driver"), _run_locked)
 
 
+def _fast_cache(spec: dict) -> tuple[dict | None, dict | None]:
+    """The run's fast_cache (the fast tier as a block cache of the capacity tier: empty when each traced try starts)
+    and the capacity tier whose emulator has the fast tier's profile to keep it, if any."""
+    cached = spec.get("fast_cache")
+    cache_tier = emulator.cache_tier(spec["tiers"])
+    if cached and not cache_tier:
+        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
+                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
+                        "down and bring them up again if they are older)")
+    return cached, cache_tier
+
+
 def _run_locked(spec: dict, raw: Path) -> dict:
     rows_file = raw / "queries.jsonl"
     _cut_torn_row(raw)
@@ -326,13 +338,7 @@ def _run_locked(spec: dict, raw: Path) -> dict:
 
     db = engine(spec["engine"])
     emulator.require_running()
-    # the fast tier as a block cache of the capacity tier (fast_cache): empty when each traced try starts
-    cached = spec.get("fast_cache")
-    cache_tier = emulator.cache_tier(spec["tiers"])
-    if cached and not cache_tier:
-        raise HostError("fast_cache needs the capacity tier's emulator to have the fast tier's profile for its cache: "
-                        "both tiers modelled (emulation: model), brought up by this version of tierlab (tear the tiers "
-                        "down and bring them up again if they are older)")
+    cached, cache_tier = _fast_cache(spec)
     # nothing but the run's own server works on the tiers while its windows are traced
     stopped = stop_others(spec["engine"]["instance"])
     if stopped:
@@ -352,7 +358,10 @@ def _run_locked(spec: dict, raw: Path) -> dict:
                                      spec["trace"]["devices"], spec["trace"]["buffer_size_kb"])
         (raw / "trace_backend.json").write_text(json.dumps({"backend": backend.name, "devices": spec["trace"]["devices"]}))
     failed_tries = 0
+    hold = page_cache.held(spec["engine"])
     try:
+        if hold:
+            hold.start()
         if cache_tier:
             # what this run asks for, whatever a run that was killed left
             emulator.cache(cache_tier, f"{cached['capacity_bytes']} {cached['page_bytes']} {cached['policy']}"
@@ -375,9 +384,12 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             log_from = Path(spec["engine"]["log_file"]).stat().st_size
             started_at = _now()
             corunner = corunner_of(db, spec, raw, label, backend.mark if backend else lambda text: None)
+            if hold:
+                hold.start_window()
             result, trace_info = _window(db, raw, label, current, backend, corunner)
             row = {"query": query, "try": attempt, **result, **settled, "cache": "cold" if spec["cold"] else "warm",
-                   "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"]}
+                   "started_at": started_at, "trace_files": trace_info["files"], "events_lost": trace_info["events_lost"],
+                   **(hold.window_figures() if hold else {})}
             try:
                 emulators_after = emulator.require_running()
             except HostError as exc:
@@ -405,6 +417,8 @@ def _run_locked(spec: dict, raw: Path) -> dict:
             _append(rows_file, row)
             _progress(raw, f"{label} {row['status']} {row['elapsed_s']:.3f}")
     finally:
+        if hold:
+            hold.stop()
         if backend:
             backend.close()
         if cached:

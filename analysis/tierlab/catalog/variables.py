@@ -178,7 +178,8 @@ VARIABLES = (
              "The manifest records the version and the date of the suite's Release.", engines=("mysql",)),
     Variable("os_cache", SizeShareOrUnbounded(), "64M",
              "the OS page cache the server may keep, beside `shared_buffers` (a size or a percentage of the data): "
-             "a memory group (cgroup v1 or v2) bounds the server's processes, page cache included. `unbounded`: no "
+             "a memory group (cgroup v1 or v2) bounds the server's processes, page cache included, and while the "
+             "queries run the page cache above this size is dropped. `unbounded`: no "
              "memory group, so the page cache may hold the whole database (for hosts without a memory controller).",
              engines=("postgresql",)),
     Variable("parallel_workers", Int(0, 64), "2", "`max_parallel_workers_per_gather`.", engines=("postgresql",)),

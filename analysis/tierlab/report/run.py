@@ -11,7 +11,7 @@ from ..catalog.values import figure
 from ..metrics.contract import RULES
 from ..metrics.engine_view import definition
 from ..runs.manifest import tiers_dilation
-from ..runs.results import CORUN_COLUMNS, SUBQUERY_COLUMNS
+from ..runs.results import CORUN_COLUMNS, PAGE_CACHE_COLUMNS, SUBQUERY_COLUMNS
 from .lead import lead, shown
 from .page import html_table, log_x_axis, md_table, page, plt, present, svg
 
@@ -145,8 +145,12 @@ def _os_cache_label(settings: dict, engine: dict) -> str:
     given = f"{cache['bytes'] / 2**20:.0f} MiB" if "bytes" in cache else f"{cache['percent']:g}% of the data"
     group = engine.get("memory_cgroup")
     where = f", cgroup v{group['version']} {group['path']}" if group else ""
-    return (f"os_cache {given}: the server's processes bounded to {engine['memory_limit_bytes'] / 2**20:.0f} MiB, "
-            f"page cache included{where}")
+    start = f"{engine['memory_limit_bytes'] / 2**20:.0f} MiB"
+    if "page_cache_bytes" not in engine:
+        # a run of a tierlab that bounded the group by that limit alone: the page cache took what the processes left
+        return f"os_cache {given}: the server's processes bounded to {start}, page cache included{where}"
+    return (f"os_cache {given}: the page cache above it dropped while the queries ran, the server's processes "
+            f"bounded to {start}, page cache included{where}")
 
 
 def run_context(manifest: dict) -> list[tuple[str, str]]:
@@ -256,7 +260,8 @@ def write_run_report(out_dir: Path, manifest: dict, tables: dict[str, pd.DataFra
     sections, lead_md, objects = lead(manifest, tables)
     md = [f"# {title}", "", *lead_md]
     # the columns of a split query or a co-runner, where the run had them
-    extra = [c for first, columns in (("subqueries", SUBQUERY_COLUMNS), ("corun", CORUN_COLUMNS))
+    extra = [c for first, columns in (("subqueries", SUBQUERY_COLUMNS), ("corun", CORUN_COLUMNS),
+                                      ("page_cache_max_bytes", PAGE_CACHE_COLUMNS))
              if tables["queries"].get(first, pd.Series(dtype=object)).notna().any() for c in columns]
     queries = present(tables["queries"], ["query", "try", "status", "error", "elapsed_s", "io_time_s",
                                            "io_time_undilated_s", "rows", "trace_complete", *extra])

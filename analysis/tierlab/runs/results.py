@@ -37,10 +37,14 @@ SUBQUERY_COLUMNS = ["subqueries", "subquery_min_s", "subquery_max_s"]
 # InnoDB's purge of earlier steps' history, waited for before each step (MariaDB's and MySQL's settle): the history
 # list's length before and after the wait, and its seconds; empty in the rows of other engines
 SETTLE_COLUMNS = ["history_before", "history_after", "settle_s"]
+# a PostgreSQL server's memory group in the window, its page cache held to os_cache: the most page cache it held, and
+# the most its processes held besides; empty in the rows of other engines, of os_cache=unbounded and of older runs
+PAGE_CACHE_COLUMNS = ["page_cache_max_bytes", "process_memory_max_bytes"]
 # a traced window's driver reports (the warm-up's are <step>_try<n>.warmup.jsonl)
 WINDOW_REPORTS = re.compile(r"(.+)_try(\d+)\.jsonl")
 QUERY_COLUMNS = ["query", "try", "status", "error", "elapsed_s", "io_time_s", "io_time_undilated_s", "rows", "cache",
-                 "started_at", "events_lost", "trace_complete", *SUBQUERY_COLUMNS, *CORUN_COLUMNS, *SETTLE_COLUMNS]
+                 "started_at", "events_lost", "trace_complete", *SUBQUERY_COLUMNS, *CORUN_COLUMNS, *SETTLE_COLUMNS,
+                 *PAGE_CACHE_COLUMNS]
 
 
 # texts are few distinct values: stored as dictionaries, as the frames hold them (categoricals), not re-encoded

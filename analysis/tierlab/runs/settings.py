@@ -337,13 +337,23 @@ def busy_postgresql_processes(settings: dict) -> int:
     return connections(settings) + min(connections(settings) * settings["parallel_workers"], max(settings["parallel_workers"], 8))
 
 
-def memory_limit_bytes(settings: dict) -> int | None:
-    """The memory bound of a PostgreSQL server's processes: shared_buffers, the page cache it may
-    keep (os_cache) and its processes' own memory, more for each further process it keeps busy;
-    None with os_cache=unbounded."""
+def os_cache_bytes(settings: dict) -> int | None:
+    """The page cache a PostgreSQL server may keep of what it reads (os_cache), in bytes; None with
+    os_cache=unbounded."""
     if settings["os_cache"] == "unbounded":
         return None
-    return (buffer_pool_bytes(settings) + _cache_bytes(settings["os_cache"], settings) + POSTGRESQL_PROCESS_BYTES
+    return _cache_bytes(settings["os_cache"], settings)
+
+
+def memory_limit_bytes(settings: dict) -> int | None:
+    """The memory bound of a PostgreSQL server's processes: shared_buffers,
+    the page cache it may keep (os_cache) and its processes' own memory, more for each further process it keeps
+    busy; None with os_cache=unbounded. While the loop runs, the page cache above os_cache that the processes'
+    unused allowance lets in is dropped (tierlab_host/page_cache.py)."""
+    page_cache = os_cache_bytes(settings)
+    if page_cache is None:
+        return None
+    return (buffer_pool_bytes(settings) + page_cache + POSTGRESQL_PROCESS_BYTES
             + (busy_postgresql_processes(settings) - 1) * POSTGRESQL_BACKEND_BYTES)
 
 

@@ -5,7 +5,8 @@ config_file, datadir, socket_dir, port, password_file (a libpq passfile), or
 instead of the last three a conninfo (an instance tierlab observes),
 log_file, tablespaces {tier role: tablespace}, memory_limit_bytes (the limit
 of the memory group that bounds the server's private memory and the page cache
-of what it reads; null: no bound, os_cache=unbounded), settings (read back
+of what it reads; null: no bound, os_cache=unbounded), page_cache_bytes (the
+page cache the query loop holds that group to: os_cache), settings (read back
 into the manifest), source (where the engine came from).
 """
 
@@ -113,6 +114,7 @@ class Postgresql:
                 "tablespaces": {name: {"location": location, "options": tablespace_options[name]}
                                 for name, location in tablespaces.items()},
                 "memory_limit_bytes": self.spec["memory_limit_bytes"],
+                "page_cache_bytes": self.spec["page_cache_bytes"],
                 "memory_cgroup": (None if self.spec["memory_limit_bytes"] is None
                                   else cgroups.memory_group(self.spec["instance"]))}
 
