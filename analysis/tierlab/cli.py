@@ -158,13 +158,16 @@ def _duration(text: str) -> float:
     return seconds
 
 
-def _point_numbers(text: str) -> frozenset[int]:
-    """The point numbers of --again, written as 8,16."""
-    numbers = text.split(",")
-    if not all(number.strip().isdigit() and int(number) > 0 for number in numbers):
-        raise InputError(f"--again {text!r}: give the numbers of the points to run again, as study.json and the "
-                         "study's output number them, joined by commas, e.g. 8,16")
-    return frozenset(int(number) for number in numbers)
+def _point_numbers(option: str, text: str) -> frozenset[int]:
+    """The point numbers of --again or --points, written as 8,16 or 29-42, or both (1,5-8)."""
+    numbers = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        if not (first.isdigit() and int(first) > 0 and (not last or last.isdigit() and int(last) >= int(first))):
+            raise InputError(f"{option} {text!r}: give the numbers of the points, as study.json and the study's output "
+                             "number them, joined by commas, a range as its first and last, e.g. 8,16 or 29-42")
+        numbers.update(range(int(first), int(last or first) + 1))
+    return frozenset(numbers)
 
 
 def _study(args) -> None:
@@ -188,12 +191,13 @@ def _study(args) -> None:
         raise InputError("give a study file (tierlab study FILE), or a study to resume (--resume results/<study_id>)")
     extra = _extra_vars(args.extra_vars)
     stop_after = _duration(args.stop_after) if args.stop_after else None
-    again = _point_numbers(args.again) if args.again else frozenset()
+    again = _point_numbers("--again", args.again) if args.again else frozenset()
+    only = _point_numbers("--points", args.points) if args.points else None
     if again and not args.resume:
         raise InputError("--again runs points of a study that ran: give it with --resume results/<study_id>")
     print(f"study {study_dir}", flush=True)
     record = run_study(study, study_dir, extra, inventory=Path(args.inventory) if args.inventory else None,
-                       stop_after=stop_after, again=again)
+                       stop_after=stop_after, again=again, only=only)
     ok = [study_dir / point["run_id"] for point in record["points"] if point["status"] == "ok"]
     if len(ok) > 1:
         _print_comparison(*compare_runs(ok, study_dir / "compare"))
@@ -226,10 +230,11 @@ def _advise(args) -> None:
 def _findings(args) -> None:
     from .report.findings import write_findings_page
     from .studies.findings import gather, write_gathered
+    from .studies.published import carry_published
 
     out = Path(args.out)
     # every study read before any is written: a study that cannot be read leaves the published ones as they were
-    gathered = [gather(Path(study_dir)) for study_dir in args.study_dirs]
+    gathered = [carry_published(gather(Path(study_dir)), out / "findings") for study_dir in args.study_dirs]
     for tables in gathered:
         print(write_gathered(tables, out / "findings"), flush=True)
     for path in write_findings_page(out / "findings", out):
@@ -407,6 +412,9 @@ def _study_commands(sub) -> None:
     p.add_argument("--again", metavar="POINTS",
                    help="with --resume: run these points (e.g. 8,16) again though they have an ok run; the new run "
                         "takes each one's place, the earlier stays in the directory, listed as superseded")
+    p.add_argument("--points", metavar="POINTS",
+                   help="run these points only (e.g. 29-42): a study spread over sessions or hosts, whose other points "
+                        "are published (tierlab findings carries them) or left for a later --resume")
     p.set_defaults(func=_study)
     p = sub.add_parser("advise", help="what a study says of the page size, buffer pool, compression and threads "
                                      "it varies: the best value, the knee, the cost, where scaling stops; with evidence")

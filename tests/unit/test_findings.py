@@ -5,9 +5,21 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from tierlab.errors import InputError
 from tierlab.report.findings import write_findings_page
-from tierlab.studies.findings import answers, engine_contrasts, gather, recommend_lines, setup_line, study_findings, ties
+from tierlab.studies.findings import (
+    answers,
+    engine_contrasts,
+    gather,
+    recommend_lines,
+    setup_line,
+    study_findings,
+    ties,
+    write_gathered,
+)
+from tierlab.studies.published import carry_published
 from tierlab.studies.study import SCHEMA_VERSION
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -212,3 +224,79 @@ def test_the_capacity_curve_names_the_ranges_of_capacities_where_a_cache_beats_p
     tables["cache_curve"] = curve.assign(verdict="placement")
     assert recommend_lines(tables)[1] == ("engine=postgresql: over the capacity curve (9 capacities), a cache beats "
                                           "the best placement that fits at none of them")
+
+
+THREADS = {"name": "e4-threads", "workload": "sysbench", "variables": {"duration_s": "60"},
+           "matrix": {"engine": ["mariadb", "postgresql"], "threads": ["1", "2"]}, "repetitions": 1}
+
+
+def threads_tables(study_id: str, runs: dict[int, str], tps: dict[int, float]) -> dict:
+    """A threads study's gathered tables: the points given with their runs (ok), the others not run; a test per
+    run, and advise's rows per engine."""
+    every = [("mariadb", "1"), ("mariadb", "2"), ("postgresql", "1"), ("postgresql", "2")]
+    rows = [{"point": number, "repetition": 1, "status": "ok", "run_id": run, "engine": every[number - 1][0],
+             "threads": every[number - 1][1], "host": "localhost"} for number, run in runs.items()]
+    queries = pd.DataFrame([{"query": "oltp_read_only", "tps": tps[number], "run_id": run} for number, run in runs.items()])
+    advice = pd.DataFrame([{"setting": "threads", "context": f"engine={every[number - 1][0]}", "step": "oltp_read_only",
+                            "value": every[number - 1][1], "figure": tps[number], "runs": run}
+                           for number, run in runs.items()])
+    return {"study": {"study_id": study_id, "study": THREADS, "started_at": f"{study_id} start",
+                      "ended_at": f"{study_id} end", "points": 4, "ok": len(runs), "run_s": 60.0 * len(runs),
+                      "again": [], "unanswered": []},
+            "runs": pd.DataFrame(rows), "queries": queries, "advice": advice}
+
+
+def test_points_a_directory_did_not_run_keep_their_published_rows_and_say_where_they_ran(tmp_path):
+    write_gathered(threads_tables("first", {1: "m1", 2: "m2", 3: "p1", 4: "p2"}, {1: 10, 2: 20, 3: 30, 4: 40}),
+                   tmp_path)
+    again = carry_published(threads_tables("second", {3: "p1b", 4: "p2b"}, {3: 33, 4: 44}), tmp_path)
+    assert list(zip(again["runs"]["point"], again["runs"]["run_id"], strict=True)) == [
+        (1, "m1"), (2, "m2"), (3, "p1b"), (4, "p2b")]
+    assert dict(zip(again["queries"]["run_id"], again["queries"]["tps"], strict=True)) == {
+        "p1b": 33, "p2b": 44, "m1": 10, "m2": 20}
+    assert sorted(again["advice"]["runs"]) == ["m1", "m2", "p1b", "p2b"]
+    assert (again["study"]["ok"], again["study"]["carried"]) == (4, [
+        {"study_id": "first", "started_at": "first start", "ended_at": "first end", "run_s": 240.0, "points": [1, 2]}])
+    out = write_gathered(again, tmp_path)
+    assert json.loads((out / "study.json").read_text())["carried"][0]["points"] == [1, 2]
+    # published again: a third directory whose points all failed carries each point from the study it ran in
+    third = threads_tables("third", {3: "p1c"}, {3: 0})
+    third["runs"]["status"] = "failed"
+    third = carry_published({**third, "queries": third["queries"].iloc[0:0], "advice": third["advice"].iloc[0:0]},
+                            tmp_path)
+    assert list(third["runs"]["run_id"]) == ["m1", "m2", "p1b", "p2b"]
+    assert [(part["study_id"], part["points"]) for part in third["study"]["carried"]] == [("first", [1, 2]),
+                                                                                          ("second", [3, 4])]
+
+
+def test_the_setup_names_the_points_published_from_another_study_s_directory():
+    runs = pd.DataFrame({"point": [1], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
+                         "threads": "1", "engine_version": "10.11.19-MariaDB", "buffer_pool": "32M",
+                         "buffer_pool_bytes": 32 << 20, "data_bytes": 2000 << 20, "fidelity": "faithful",
+                         "dilation": 5.0, "scale_factor": float("nan"), "host": "localhost", "cpus": 2,
+                         "memory_bytes": 24 << 30, "kernel": "6.18"})
+    summary = {"study_id": "s", "study": THREADS, "started_at": "then", "ended_at": "now", "points": 4, "ok": 4,
+               "carried": [{"study_id": "first", "started_at": "before", "ended_at": "after", "run_s": 600.0,
+                            "points": [1, 2, 4]}]}
+    assert setup_line({"study": summary, "runs": runs}).endswith(
+        "4 of 4 points ok; study s (then to now); points 1-2, 4 published from study first (before to after; its "
+        "runs took 10 min)")
+
+
+def test_a_context_measured_partly_here_and_partly_in_the_published_points_is_refused(tmp_path):
+    write_gathered(threads_tables("first", {1: "m1", 2: "m2", 3: "p1", 4: "p2"}, {1: 10, 2: 20, 3: 30, 4: 40}),
+                   tmp_path)
+    with pytest.raises(InputError) as err:
+        carry_published(threads_tables("second", {3: "p1b"}, {3: 33}), tmp_path)
+    assert str(err.value) == (
+        f"{tmp_path / 'e4-threads'}: advice.csv's advice on threads at engine=postgresql (oltp_read_only) rests on runs "
+        "of this directory and of the published points; run every point of that context in one directory (tierlab "
+        "study --points), or the study whole")
+
+
+def test_the_tables_of_another_study_of_the_same_name_are_not_carried(tmp_path):
+    write_gathered(threads_tables("first", {1: "m1", 2: "m2", 3: "p1", 4: "p2"}, {1: 10, 2: 20, 3: 30, 4: 40}),
+                   tmp_path)
+    other = threads_tables("second", {3: "p1b", 4: "p2b"}, {3: 33, 4: 44})
+    other["study"]["study"] = {**THREADS, "variables": {"duration_s": "120"}}
+    assert carry_published(other, tmp_path) is other

@@ -329,10 +329,32 @@ def test_again_names_only_points_the_study_has(tmp_path):
     assert str(err.value) == f"--again 7: {tmp_path / 's'} has points 1 to 6"
 
 
+def test_a_study_given_points_runs_those_only_and_a_resume_runs_the_rest(tmp_path, monkeypatch):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    calls = fake_playbook(tmp_path, monkeypatch)
+    record = run_study(study_spec, tmp_path / "s", {}, out=io.StringIO(), only=frozenset({2, 5}))
+    assert [(call["layout"], call["join_plan"]) for call in calls()] == [("None", "hash"), ("ALL", "hash")]
+    assert [(point["point"], point["status"]) for point in record["points"]] == [(2, "ok"), (5, "ok")]
+    assert "ended_at" not in record
+    record = run_study(study_spec, tmp_path / "s", {}, out=io.StringIO())
+    assert [point["point"] for point in record["points"]] == [1, 2, 3, 4, 5, 6]
+    assert len(calls()) == 6
+
+
+def test_points_name_only_points_the_study_has(tmp_path):
+    study_spec = read_study(study_file(tmp_path, STUDY))
+    with pytest.raises(InputError) as err:
+        run_study(study_spec, tmp_path / "s", {}, out=io.StringIO(), only=frozenset({9, 2}))
+    assert str(err.value) == f"--points 9: {tmp_path / 's'} has points 1 to 6"
+
+
 @pytest.mark.parametrize("args,said", [
     (["--again", "2"], "--again runs points of a study that ran: give it with --resume results/<study_id>"),
-    (["--resume", "S", "--again", "8,x"], "--again '8,x': give the numbers of the points to run again, as study.json "
-                                          "and the study's output number them, joined by commas, e.g. 8,16"),
+    (["--resume", "S", "--again", "8,x"], "--again '8,x': give the numbers of the points, as study.json and the "
+                                          "study's output number them, joined by commas, a range as its first and "
+                                          "last, e.g. 8,16 or 29-42"),
+    (["--points", "5-3"], "--points '5-3': give the numbers of the points, as study.json and the study's output number "
+                          "them, joined by commas, a range as its first and last, e.g. 8,16 or 29-42"),
 ])
 def test_again_without_resume_or_with_other_than_point_numbers_is_refused(tmp_path, args, said):
     recorded(tmp_path, read_study(study_file(tmp_path, STUDY)), [])

@@ -39,6 +39,7 @@ from ..runs.manifest import table_bytes
 from ..runs.results import per_query, read_manifest, read_tables
 from ..runs.settings import buffer_pool_bytes, human_bytes
 from .advise import SETTINGS, advise_study, statements
+from .published import read_published
 from .study import points, read_study_record
 
 FLOAT_FORMAT = "%.6g"
@@ -243,16 +244,13 @@ def experiment_of(name: str) -> str:
 
 def read_gathered(findings_dir: Path) -> list[dict]:
     """Every study's tables under findings_dir (as write_gathered left them), by study name."""
-    studies = []
-    for study_file in sorted(findings_dir.glob("*/study.json")):
-        tables = {"study": json.loads(study_file.read_text())}
-        # the matrix's values as the study file gave them: text (a scale factor 1 is not 1.0, nor layout None NaN)
-        text = {name: str for name in [*tables["study"]["study"]["matrix"], "verdict", "also_differs",
-                                        "migration_tables"]}
-        for path in sorted(study_file.parent.glob("*.csv")):
-            tables[path.stem] = pd.read_csv(path, dtype=text, keep_default_na=False, na_values=[""])
-        studies.append(tables)
-    return studies
+    return [read_published(study_file.parent) for study_file in sorted(findings_dir.glob("*/study.json"))]
+
+
+def _point_ranges(numbers: list[int]) -> str:
+    """Point numbers as ranges: 1-28, 31."""
+    ranges = [[number for _, number in run] for _, run in groupby(enumerate(sorted(numbers)), lambda p: p[1] - p[0])]
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in ranges)
 
 
 def _where(names: list[str], key: tuple) -> str:
@@ -523,7 +521,11 @@ def setup_line(tables: dict) -> str:
             # a summary committed before summaries carried run_s has none
             + (f"; its runs took {summary['run_s'] / 60:.0f} min" if summary.get("run_s") else "")
             + (f"; point(s) {', '.join(map(str, summary['again']))} run again, their earlier runs superseded"
-               if summary.get("again") else "") + ")")
+               if summary.get("again") else "") + ")"
+            + "".join(f"; points {_point_ranges(part['points'])} published from study {part['study_id']} "
+                      f"({part['started_at']} to {part['ended_at'] or 'not ended'}"
+                      + (f"; its runs took {part['run_s'] / 60:.0f} min" if part.get("run_s") else "") + ")"
+                      for part in summary.get("carried", [])))
 
 
 def _found(tables: dict, **given) -> dict:

@@ -27,6 +27,10 @@ runs those tries again (retry_failed), the failed rows kept.
 A resume can run points again that have an ok run (`--again`, when something that run measured was wrong): the new
 run takes the point's place in study.json and the earlier one, which stays in the directory, goes into the point's
 `superseded` list, so that what reads the study reads the new run and the record keeps that there was another.
+
+A study can run some of its points only (`--points`): a study spread over sessions or machines, whose other points
+ran in a directory no longer at hand and are published (`tierlab findings` carries them from docs/findings/), or
+are left for a later --resume.
 """
 
 import itertools
@@ -269,12 +273,12 @@ def _open_record(study: dict, study_dir: Path, extra: dict) -> dict:
 
 
 def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, inventory: Path | None = None,
-              stop_after: float | None = None, again: frozenset[int] = frozenset()) -> dict:
-    """Run every point of the study that has no ok run yet in study_dir, and the points numbered in again anew, on
-    the inventory's hosts, a point at a time on each, recording each as it ends; an interrupt stops the study once
-    the points that run have ended, and so does stop_after seconds: no point starts after them, so a long study
-    runs in chunks that resume. extra: the host variables of every point (--extra-vars), kept in study.json, so
-    that a resume runs its points with those the study started with."""
+              stop_after: float | None = None, again: frozenset[int] = frozenset(), only: frozenset[int] | None = None) -> dict:
+    """Run every point of the study (of those in only, if given) that has no ok run yet in study_dir, and the points
+    numbered in again anew, on the inventory's hosts, a point at a time on each, recording each as it ends; an
+    interrupt stops the study once the points that run have ended, and so does stop_after seconds: no point starts
+    after them, so a long study runs in chunks that resume. extra: the host variables of every point
+    (--extra-vars), kept in study.json, so that a resume runs its points with those the study started with."""
     given = sorted(set(extra) & {*RUN_VARIABLES, "results_dir", "resume"})
     if given:
         raise InputError(f"--extra-vars {', '.join(given)}: a run variable belongs in the study file (variables or "
@@ -292,7 +296,7 @@ def run_study(study: dict, study_dir: Path, extra: dict, out=sys.stdout, invento
     extra = record["extra_vars"]
     done = {p["point"]: _judged(p, study_dir) for p in record["points"]}
     every = points(study)
-    todo = _points_to_run(every, study_dir, done, again)
+    todo = _points_to_run(every, study_dir, done, again, only)
     unended, total = len(todo), len(every)
     lock = threading.Lock()
     spent: list[float] = []
@@ -379,12 +383,16 @@ def _judged(point: dict, study_dir: Path) -> dict:
     return {**point, "status": status, "error": error} if status == "failed" else point
 
 
-def _points_to_run(every: list[dict], study_dir: Path, done: dict[int, dict], again: frozenset[int]) -> list[dict]:
-    """The points of every one that have no ok run in done, and those numbered in again."""
-    unknown = sorted(again - {point["point"] for point in every})
-    if unknown:
-        raise InputError(f"--again {','.join(map(str, unknown))}: {study_dir} has points 1 to {len(every)}")
-    return [point for point in every if point["point"] in again or done.get(point["point"], {}).get("status") != "ok"]
+def _points_to_run(every: list[dict], study_dir: Path, done: dict[int, dict], again: frozenset[int],
+                   only: frozenset[int] | None = None) -> list[dict]:
+    """The points of every one (of those numbered in only, where given) that have no ok run in done, and those
+    numbered in again."""
+    for option, numbers in (("--again", again), ("--points", only or frozenset())):
+        unknown = sorted(numbers - {point["point"] for point in every})
+        if unknown:
+            raise InputError(f"{option} {','.join(map(str, unknown))}: {study_dir} has points 1 to {len(every)}")
+    return [point for point in every if (only is None or point["point"] in only)
+            and (point["point"] in again or done.get(point["point"], {}).get("status") != "ok")]
 
 
 def _with_earlier(result: dict, earlier: dict | None) -> dict:
