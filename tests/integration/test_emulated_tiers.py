@@ -247,8 +247,9 @@ def test_the_device_suite_leaves_no_scratch_file_on_a_tier(devices, lab):
 
 
 @pytest.mark.parametrize(("sent", "said"), [(signal.SIGKILL, "has exited"), (signal.SIGSTOP, "did not answer within 10 s")])
-def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardown_still_cleans_up(tmp_path, sent, said):
-    """A tier of its own under its own root: kill or stop its emulator, check, tear down."""
+def test_a_dead_or_hung_emulator_fails_the_check_and_the_next_bring_up_naming_its_tier_and_teardown_cleans_up(
+        tmp_path, sent, said):
+    """A tier of its own under its own root: kill or stop its emulator, check, bring it up again, tear down."""
     root = tmp_path / "root"
     assert command(["make", "-s", "-C", str(ROOT / "emulator")], "make", 300).returncode == 0
     spec = [{"name": "doomed", "role": "capacity", "emulation": "model", "filesystem": "ext4",
@@ -275,13 +276,19 @@ def test_a_dead_or_hung_emulator_fails_the_check_with_its_tier_named_and_teardow
         check = agent("tiers-check", str(spec_file), "--runtime-s", "0.2")
         assert check.returncode == 1
         assert f"the emulator of tier doomed (pid {emulator['pid']}) {said}" in check.stderr
+        again = agent("tiers-up", str(spec_file))
+        assert (again.returncode, "Traceback" in again.stderr) == (1, False)
+        assert (f"the emulator of tier doomed (pid {emulator['pid']}) has exited" in again.stderr
+                and "Run `make teardown`, then `make tiers`" in again.stderr)
+        (loop,) = [e["device"] for e in json.loads((root / "state" / "created.json").read_text())
+                   if e["kind"] == "loop"]
     finally:
         # whatever failed above, what the agent made is removed by its record
         down = agent("teardown")
     assert down.returncode == 0, down.stderr
     assert json.loads((root / "state" / "created.json").read_text()) == []
     assert str(root) not in Path("/proc/mounts").read_text()
-    assert str(root) not in command(["losetup", "-a"], "losetup", 60).stdout
+    assert not Path("/sys/block", Path(loop).name, "loop", "backing_file").exists()
 
 
 def test_a_served_device_with_a_cache_in_front_serves_a_page_read_again_from_it(tmp_path):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tierlab_host import record
+from tierlab_host import record, tiers
 from tierlab_host.tiers import _let_go_of_gone
 
 
@@ -47,3 +47,30 @@ def test_entries_of_tiers_gone_from_the_host_are_let_go_and_the_rest_kept(state,
         f"let go of loop device /dev/loop99 of {gone_mountpoint}/device, which the record held but the host no longer "
         "has",
         f"let go of the mount on {tmp_path / 'tiers' / 'nand'}, which the record held but the host no longer has"]
+
+
+def sys_block_loop(sys_block, name: str, backing: str, diskseq: int) -> None:
+    """A loop device as sysfs shows it: its backing file's name and its disk sequence number."""
+    (sys_block / name / "loop").mkdir(parents=True)
+    (sys_block / name / "loop" / "backing_file").write_text(f"{backing}\n")
+    (sys_block / name / "diskseq").write_text(f"{diskseq}\n")
+
+
+def test_a_loop_device_whose_emulator_died_is_kept_while_its_disk_sequence_number_is_the_recorded_one(
+        state, tmp_path, monkeypatch):
+    monkeypatch.setattr(tiers, "SYS_BLOCK", tmp_path / "sys" / "block")
+    image = "/var/lib/tierlab/emulator/mnt/optane/device"
+    # seen on a host whose emulators were killed: sysfs names the backing file relative to the gone FUSE mount
+    sys_block_loop(tiers.SYS_BLOCK, "loop0", "/device (deleted)", 19)
+    # detached and attached again since it was recorded (diskseq 36), to a file of the same name
+    sys_block_loop(tiers.SYS_BLOCK, "loop1", "/var/lib/tierlab/emulator/mnt/nand/device", 38)
+    dead = {"kind": "loop", "device": "/dev/loop0", "image": image, "diskseq": 19}
+    reused = {"kind": "loop", "device": "/dev/loop1", "image": "/var/lib/tierlab/emulator/mnt/nand/device",
+              "diskseq": 36}
+    for entry in (dead, reused):
+        record.add(**entry)
+    changes: list[str] = []
+    _let_go_of_gone(changes)
+    assert record.entries() == [dead]
+    assert changes == ["let go of loop device /dev/loop1 of /var/lib/tierlab/emulator/mnt/nand/device, which the "
+                       "record held but the host no longer has"]

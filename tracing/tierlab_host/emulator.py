@@ -130,18 +130,25 @@ def offer_uring(changes: list[str]) -> bool:
     return True
 
 
-def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
-    """Serve image through an emulator at spec's mount point; (device file, started now)."""
+def serving(spec: dict) -> Path | None:
+    """The device file of the emulator recorded at spec's mount point; None where none is recorded. Raises where
+    it has exited or runs an older build."""
     mountpoint = Path(spec["emulator_mountpoint"])
     entry = _recorded(mountpoint)
-    if entry:
-        if not runs(entry):
-            raise HostError(_exited(entry))
-        if os.readlink(f"/proc/{entry['pid']}/exe").endswith(" (deleted)"):
-            # a rebuild replaced the binary: the running emulator has the old model
-            raise HostError(_failed(entry, "runs an older build of tierlab-emu than the one just built; "
-                                           "its tier must be brought up again to use the new one"))
-        return mountpoint / "device", False
+    if entry is None:
+        return None
+    if not runs(entry):
+        raise HostError(_exited(entry))
+    if os.readlink(f"/proc/{entry['pid']}/exe").endswith(" (deleted)"):
+        # a rebuild replaced the binary: the running emulator has the old model
+        raise HostError(_failed(entry, "runs an older build of tierlab-emu than the one just built; "
+                                       "its tier must be brought up again to use the new one"))
+    return mountpoint / "device"
+
+
+def start(spec: dict, image: Path, changes: list[str]) -> Path:
+    """Serve image through a new emulator at spec's mount point (a directory); its device file."""
+    mountpoint = Path(spec["emulator_mountpoint"])
     log = mountpoint.with_suffix(".log")
     cache = ["--cache-profile", spec["cache_profile_file"]] if spec.get("cache_profile_file") else []
     transport = "io_uring" if spec.get("transport", "auto") == "auto" and offer_uring(changes) else "dev"
@@ -164,7 +171,7 @@ def up(spec: dict, image: Path, changes: list[str]) -> tuple[Path, bool]:
                             f"see {log}")
         time.sleep(0.05)
     changes.append(f"started the emulator of tier {spec['name']} (pid {proc.pid})")
-    return mountpoint / "device", True
+    return mountpoint / "device"
 
 
 def model_job(spec: dict, rw: str, block_bytes: int, iodepth: int) -> dict:

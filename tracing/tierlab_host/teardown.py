@@ -7,7 +7,7 @@ from pathlib import Path
 from . import cgroups, emulator, record, runner, trace
 from .engines import stop_recorded
 from .system import HostError, mounted, run
-from .tiers import loop_for
+from .tiers import attached_as_recorded
 
 # a mount still busy this long after the processes recorded before it were stopped is reported, not waited for
 UMOUNT_WAIT_S = 15.0
@@ -45,7 +45,7 @@ def down() -> dict:
             if mounted(entry["path"]):
                 umount(entry["path"])
         elif kind == "loop":
-            if loop_for(entry["image"]) == entry["device"]:
+            if attached_as_recorded(entry):
                 run(["losetup", "-d", entry["device"]])
         elif kind == "emulator":
             emulator.stop_recorded(entry)

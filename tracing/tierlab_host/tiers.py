@@ -35,13 +35,30 @@ from .system import (
     set_knob,
 )
 
+SYS_BLOCK = Path("/sys/block")
+
 
 def loop_for(backing: str) -> str | None:
     """The loop device backed by this file; read from sysfs, which still answers when the file's FUSE server is gone."""
-    for backing_file in Path("/sys/block").glob("loop*/loop/backing_file"):
+    for backing_file in SYS_BLOCK.glob("loop*/loop/backing_file"):
         if backing_file.read_text().strip() == backing:
             return f"/dev/{backing_file.parent.parent.name}"
     return None
+
+
+def _diskseq(device: str) -> int | None:
+    path = SYS_BLOCK / Path(device).name / "diskseq"
+    return int(path.read_text()) if path.exists() else None
+
+
+def attached_as_recorded(entry: dict) -> bool:
+    """Whether a recorded loop device is still the one tierlab attached. The kernel changes a loop device's disk
+    sequence number on every attach and detach, so an unchanged one names it even where its backing file can no
+    longer be named: once its emulator is gone, sysfs calls it `.../device (deleted)`, then `/device (deleted)`.
+    Entries recorded without one are matched by their backing file's name."""
+    if entry.get("diskseq") is None:
+        return loop_for(entry["image"]) == entry["device"]
+    return _diskseq(entry["device"]) == entry["diskseq"]
 
 
 def _ensure_dir(path: Path, changes: list[str]) -> None:
@@ -103,12 +120,15 @@ def _attach(spec: dict, changes: list[str]) -> tuple[str, bool]:
         changes.append(f"created image {image}")
     backing, started = image, False
     if spec["emulation"] == "model":
-        _ensure_dir(Path(spec["emulator_mountpoint"]), changes)
-        backing, started = emulator.up(spec, image, changes)
+        # a recorded emulator is checked before its mount point is looked at: a dead one's mount does not answer
+        backing = emulator.serving(spec)
+        if backing is None:
+            _ensure_dir(Path(spec["emulator_mountpoint"]), changes)
+            backing, started = emulator.start(spec, image, changes), True
     loop = loop_for(str(backing))
     if loop is None:
         loop = run(["losetup", "--find", "--show", "--direct-io=on", str(backing)]).stdout.strip()
-        record.add("loop", device=loop, image=str(backing))
+        record.add("loop", device=loop, image=str(backing), diskseq=_diskseq(loop))
         changes.append(f"attached {backing} to {loop}")
     uncalibrated = spec["emulation"] == "model" and (started or emulator.calibration(spec["emulator_mountpoint"]) is None)
     return loop, uncalibrated
@@ -145,7 +165,7 @@ def _let_go_of_gone(changes: list[str]) -> None:
         kind = entry["kind"]
         if kind == "emulator" and not emulator.runs(entry) and not mounted(entry["mountpoint"]):
             gone = f"the emulator of tier {entry['tier']} (pid {entry['pid']}) and its mount"
-        elif kind == "loop" and loop_for(entry["image"]) != entry["device"]:
+        elif kind == "loop" and not attached_as_recorded(entry):
             gone = f"loop device {entry['device']} of {entry['image']}"
         elif kind == "mount" and not mounted(entry["path"]):
             gone = f"the mount on {entry['path']}"
