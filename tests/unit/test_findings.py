@@ -14,12 +14,12 @@ from tierlab.studies.findings import (
     engine_contrasts,
     gather,
     recommend_lines,
-    setup_line,
     study_findings,
     ties,
     write_gathered,
 )
 from tierlab.studies.published import carry_published
+from tierlab.studies.setup import setup_line
 from tierlab.studies.study import SCHEMA_VERSION
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -171,7 +171,7 @@ def test_the_setup_says_how_long_the_study_s_runs_took_where_its_record_kept_the
                                                       "started_at": "then", "ended_at": "now", "points": failed}))
     summary = gather(tmp_path)["study"]
     assert summary["run_s"] == 1800.0
-    runs = pd.DataFrame({"point": [1], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
+    runs = pd.DataFrame({"point": [1, 2, 3, 4], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
                          "threads": "1", "engine_version": "10.11.19-MariaDB", "buffer_pool": "32M",
                          "buffer_pool_bytes": 32 << 20, "data_bytes": 2000 << 20, "fidelity": "faithful",
                          "dilation": 5.0, "scale_factor": float("nan"), "host": "localhost", "cpus": 2,
@@ -252,9 +252,10 @@ def test_points_a_directory_did_not_run_keep_their_published_rows_and_say_where_
     again = carry_published(threads_tables("second", {3: "p1b", 4: "p2b"}, {3: 33, 4: 44}), tmp_path)
     assert list(zip(again["runs"]["point"], again["runs"]["run_id"], strict=True)) == [
         (1, "m1"), (2, "m2"), (3, "p1b"), (4, "p2b")]
-    assert dict(zip(again["queries"]["run_id"], again["queries"]["tps"], strict=True)) == {
-        "p1b": 33, "p2b": 44, "m1": 10, "m2": 20}
-    assert sorted(again["advice"]["runs"]) == ["m1", "m2", "p1b", "p2b"]
+    # in the order of the points, as a directory that ran them all writes them
+    assert list(zip(again["queries"]["run_id"], again["queries"]["tps"], strict=True)) == [
+        ("m1", 10), ("m2", 20), ("p1b", 33), ("p2b", 44)]
+    assert list(again["advice"]["runs"]) == ["m1", "m2", "p1b", "p2b"]
     assert (again["study"]["ok"], again["study"]["carried"]) == (4, [
         {"study_id": "first", "started_at": "first start", "ended_at": "first end", "run_s": 240.0, "points": [1, 2]}])
     out = write_gathered(again, tmp_path)
@@ -269,18 +270,20 @@ def test_points_a_directory_did_not_run_keep_their_published_rows_and_say_where_
                                                                                           ("second", [3, 4])]
 
 
-def test_the_setup_names_the_points_published_from_another_study_s_directory():
-    runs = pd.DataFrame({"point": [1], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
+def test_the_setup_names_the_points_published_from_another_study_s_directory_and_each_kernel_s_points():
+    runs = pd.DataFrame({"point": [1, 2, 3, 4], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
                          "threads": "1", "engine_version": "10.11.19-MariaDB", "buffer_pool": "32M",
                          "buffer_pool_bytes": 32 << 20, "data_bytes": 2000 << 20, "fidelity": "faithful",
                          "dilation": 5.0, "scale_factor": float("nan"), "host": "localhost", "cpus": 2,
-                         "memory_bytes": 24 << 30, "kernel": "6.18"})
-    summary = {"study_id": "s", "study": THREADS, "started_at": "then", "ended_at": "now", "points": 4, "ok": 4,
+                         "memory_bytes": 24 << 30, "kernel": ["6.18-a", "6.18-a", "6.18-b", "6.18-a"]})
+    summary = {"study_id": "s", "study": THREADS, "started_at": "then", "ended_at": None, "points": 4, "ok": 4,
                "carried": [{"study_id": "first", "started_at": "before", "ended_at": "after", "run_s": 600.0,
                             "points": [1, 2, 4]}]}
-    assert setup_line({"study": summary, "runs": runs}).endswith(
-        "4 of 4 points ok; study s (then to now); points 1-2, 4 published from study first (before to after; its "
-        "runs took 10 min)")
+    line = setup_line({"study": summary, "runs": runs})
+    assert "24 GiB, kernels 6.18-a (points 1-2, 4), 6.18-b (points 3); " in line
+    assert line.endswith(
+        "4 of 4 points ok; points 3 in study s (from then, not ended); points 1-2, 4 published from study first "
+        "(before to after; its runs took 10 min)")
 
 
 def test_a_context_measured_partly_here_and_partly_in_the_published_points_is_refused(tmp_path):

@@ -29,7 +29,6 @@ from pathlib import Path
 import pandas as pd
 
 from ..catalog.values import figure
-from ..catalog.variables import BY_NAME
 from ..devices import fit
 from ..errors import InputError, RunDirError
 from ..placement.recommend import recommend
@@ -40,6 +39,7 @@ from ..runs.results import per_query, read_manifest, read_tables
 from ..runs.settings import buffer_pool_bytes, human_bytes
 from .advise import SETTINGS, advise_study, statements
 from .published import read_published
+from .setup import setup_line
 from .study import points, read_study_record
 
 FLOAT_FORMAT = "%.6g"
@@ -47,8 +47,6 @@ FLOAT_FORMAT = "%.6g"
 MATTERS_X = 1.5
 # a fitted profile's parameter further than this from the emulated model's is named
 FIT_TOLERANCE = 0.25
-# the study variables that set how much runs at once: above the host's CPUs they share them
-CONCURRENCY_VARIABLES = ("subqueries", "parallel_workers", "threads")
 
 
 def _by(frame: pd.DataFrame, columns: list[str]):
@@ -245,12 +243,6 @@ def experiment_of(name: str) -> str:
 def read_gathered(findings_dir: Path) -> list[dict]:
     """Every study's tables under findings_dir (as write_gathered left them), by study name."""
     return [read_published(study_file.parent) for study_file in sorted(findings_dir.glob("*/study.json"))]
-
-
-def _point_ranges(numbers: list[int]) -> str:
-    """Point numbers as ranges: 1-28, 31."""
-    ranges = [[number for _, number in run] for _, run in groupby(enumerate(sorted(numbers)), lambda p: p[1] - p[0])]
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in ranges)
 
 
 def _where(names: list[str], key: tuple) -> str:
@@ -470,62 +462,6 @@ def _verdict_spans(curve: pd.DataFrame, verdict: str) -> list[tuple[int, int, in
     runs = groupby(zip(ordered["capacity_bytes"], ordered["verdict"], strict=True), key=lambda pair: pair[1])
     spans = [[capacity for capacity, _ in run] for this, run in runs if this == verdict]
     return [(sizes[0], sizes[-1], len(sizes)) for sizes in spans]
-
-
-def _megabytes(values: pd.Series) -> str:
-    sizes = sorted({f"{value / 2**20:.0f}" for value in values.dropna()}, key=float)
-    return f"{sizes[0]} MiB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MiB" if sizes else "unknown"
-
-
-def _values(study: dict, name: str, default) -> list:
-    """A variable's values in a study: its matrix's, or the one its file (or else default) gives every point."""
-    return study["matrix"].get(name, [study["variables"].get(name, default)])
-
-
-def _data_scale(runs: pd.DataFrame, study: dict) -> str:
-    """How much data the workload made: TPC-H's and SSB's scale factor, sysbench's tables and their rows."""
-    scale_factors = sorted(set(runs["scale_factor"].dropna().astype(str)))
-    if scale_factors:
-        return f"at scale factor {' / '.join(scale_factors)}"
-    tables, rows = (" / ".join(map(str, _values(study, name, BY_NAME[name].default))) for name in ("tables", "table_size"))
-    return f"with {tables} tables of {rows} rows"
-
-
-def setup_line(tables: dict) -> str:
-    """What the study's runs had: workload and scale factor, engines with their versions, buffer pool, tiers'
-    dilation and fidelity, host (and what ran more at once than its CPUs), repetitions, points ok, when."""
-    summary, study = tables["study"], tables["study"]["study"]
-    runs = tables["runs"][tables["runs"]["run_id"].notna() & tables["runs"]["engine"].notna()] \
-        if "engine" in tables["runs"] else tables["runs"].iloc[0:0]
-    if runs.empty:
-        return f"{study['workload']}; no run opened; {summary['ok']} of {summary['points']} points ok"
-    # a run that failed before its engine started recorded no version
-    engines = ", ".join(f"{name} {' / '.join(sorted(set(rows['engine_version'].dropna().astype(str))))}"
-                        for name, rows in runs.groupby("engine", sort=False))
-    buffer_pools = list(dict.fromkeys(runs.sort_values("buffer_pool_bytes")["buffer_pool"].astype(str)))
-    fidelity = ", ".join(f"{verdict} in {count}" for verdict, count in runs["fidelity"].value_counts().items())
-    dilations = sorted(set(runs["dilation"].dropna()))
-    host = runs.iloc[0]
-    crowded = [f"{name} {', '.join(map(str, above))}" for name in CONCURRENCY_VARIABLES
-               if (above := [value for value in _values(study, name, 0) if int(value) > host["cpus"]])]
-    return (f"{study['workload']} {_data_scale(runs, study)}; "
-            f"{engines}; buffer pool {' / '.join(buffer_pools)} ({_megabytes(runs['buffer_pool_bytes'])}), data "
-            f"{_megabytes(runs['data_bytes'])}; tiers dilated "
-            f"{' / '.join(f'{d:g}' for d in dilations) or 'not at all'}x, fidelity {fidelity or 'not checked'}; "
-            f"host {host['host']}: {host['cpus']:.0f} CPUs, {host['memory_bytes'] / 2**30:.0f} GiB, kernel "
-            f"{host['kernel']}"
-            + (f"; {' and '.join(crowded)}: more at once than the host's {host['cpus']:.0f} CPUs, so those points "
-               "measure CPU contention as well as the devices" if crowded else "")
-            + f"; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} "
-            f"points ok; study {summary['study_id']} ({summary['started_at']} to {summary['ended_at'] or 'not ended'}"
-            # a summary committed before summaries carried run_s has none
-            + (f"; its runs took {summary['run_s'] / 60:.0f} min" if summary.get("run_s") else "")
-            + (f"; point(s) {', '.join(map(str, summary['again']))} run again, their earlier runs superseded"
-               if summary.get("again") else "") + ")"
-            + "".join(f"; points {_point_ranges(part['points'])} published from study {part['study_id']} "
-                      f"({part['started_at']} to {part['ended_at'] or 'not ended'}"
-                      + (f"; its runs took {part['run_s'] / 60:.0f} min" if part.get("run_s") else "") + ")"
-                      for part in summary.get("carried", [])))
 
 
 def _found(tables: dict, **given) -> dict:

@@ -24,50 +24,57 @@ def _key(row: pd.Series | dict, columns: list[str]) -> tuple:
     return tuple(str(row[column]) for column in columns)
 
 
+def _keys(table: pd.DataFrame, matrix: list[str]) -> list[str]:
+    """The columns that name what a table's row is about: an advice (runs), a context of the matrix's variables,
+    a run (run_id); none for a table of the study as a whole."""
+    if "runs" in table:
+        return ["setting", "context", "step"]
+    return [column for column in matrix if column in table] or (["run_id"] if "run_id" in table else [])
+
+
+def _rests_on(table: pd.DataFrame, keys: list[str], runs: pd.DataFrame) -> dict[tuple, set[str]]:
+    """The runs each key of a table rests on: those its rows name (advice: runs), else every ok run of its values of
+    the matrix's variables, else its run."""
+    if "runs" in table:
+        return {key: set(" ".join(group["runs"].astype(str)).split())
+                for key, group in table.groupby(keys, sort=False)}
+    by_key: dict[tuple, set[str]] = {}
+    for _, run in runs[runs["status"] == "ok"].iterrows():
+        by_key.setdefault(_key(run, keys), set()).add(run["run_id"])
+    return {_key(row, keys): by_key.get(_key(row, keys), set()) for _, row in table.iterrows()}
+
+
 def _carried_rows(name: str, published: pd.DataFrame, new: pd.DataFrame | None, matrix: list[str],
                   published_runs: pd.DataFrame, carried: set[str], where: Path) -> pd.DataFrame:
-    """The rows of a published table that rest on carried runs only. A row rests on the runs it names (advice: runs),
-    else on every published point of its values of the matrix's variables, else on its run (run_id); a table with
-    none of these is the study's as a whole, carried only where the directory did not make it. A row that rests on
-    carried runs and others, or whose context the directory measured too, is refused: its figures would mix two
-    directories' runs."""
-    def refuse(what: str) -> InputError:
-        return InputError(f"{where}: {name}.csv's {what} rests on runs of this directory and of the published points; "
-                          "run every point of that context in one directory (tierlab study --points), or the study "
-                          "whole")
-    if "runs" in published:
-        keys = ["setting", "context", "step"]
-        new_keys = set() if new is None else {_key(row, keys) for _, row in new.iterrows()}
-        keep = []
-        for key, group in published.groupby(keys, sort=False):
-            rests_on = set(" ".join(group["runs"].astype(str)).split())
-            if rests_on <= carried:
-                if _key(dict(zip(keys, key, strict=True)), keys) in new_keys:
-                    raise refuse(f"advice on {key[0]} at {key[1]} ({key[2]})")
-                keep.append(group)
-            elif rests_on & carried:
-                raise refuse(f"advice on {key[0]} at {key[1]} ({key[2]})")
-        return pd.concat(keep) if keep else published.iloc[0:0]
-    columns = [column for column in matrix if column in published]
-    if columns:
-        by_key: dict[tuple, set[bool]] = {}
-        for _, run in published_runs[published_runs["status"] == "ok"].iterrows():
-            by_key.setdefault(_key(run, columns), set()).add(run["run_id"] in carried)
-        new_keys = set() if new is None else {_key(row, columns) for _, row in new.iterrows()}
-        keep = []
-        for _, row in published.iterrows():
-            key = _key(row, columns)
-            rests_on = by_key.get(key, set())
-            if rests_on == {True}:
-                if key in new_keys:
-                    raise refuse(" ".join(f"{c}={v}" for c, v in zip(columns, key, strict=True)))
-                keep.append(row)
-            elif rests_on == {True, False}:
-                raise refuse(" ".join(f"{c}={v}" for c, v in zip(columns, key, strict=True)))
-        return pd.DataFrame(keep, columns=published.columns)
-    if "run_id" in published:
-        return published[published["run_id"].isin(carried)]
-    return published.iloc[0:0] if new is not None else published
+    """The rows of a published table that rest on carried runs only; a table with no keys is the study's as a whole,
+    carried only where the directory did not make it. A row that rests on carried runs and others, or whose context
+    the directory measured too, is refused: its figures would mix two directories' runs."""
+    keys = _keys(published, matrix)
+    if not keys:
+        return published.iloc[0:0] if new is not None else published
+    new_keys = set() if new is None else {_key(row, keys) for _, row in new.iterrows()}
+    kept = set()
+    for key, runs in _rests_on(published, keys, published_runs).items():
+        what = (f"advice on {key[0]} at {key[1]} ({key[2]})" if "runs" in published
+                else " ".join(f"{c}={v}" for c, v in zip(keys, key, strict=True)))
+        if (runs and runs <= carried and key in new_keys) or (runs & carried and not runs <= carried):
+            raise InputError(f"{where}: {name}.csv's {what} rests on runs of this directory and of the published "
+                             "points; run every point of that context in one directory (tierlab study --points), or "
+                             "the study whole")
+        if runs and runs <= carried:
+            kept.add(key)
+    return published[[_key(row, keys) in kept for _, row in published.iterrows()]]
+
+
+def _in_point_order(table: pd.DataFrame, matrix: list[str], runs: pd.DataFrame) -> pd.DataFrame:
+    """A merged table's rows in the order of the first point each rests on, as a directory that ran every point
+    writes them."""
+    keys = _keys(table, matrix)
+    point = dict(zip(runs["run_id"], runs["point"], strict=True))
+    first = {key: min((point[run] for run in rests if run in point), default=len(point) + 1)
+             for key, rests in _rests_on(table, keys, runs).items()}
+    order = sorted(range(len(table)), key=lambda i: first[_key(table.iloc[i], keys)])
+    return table.iloc[order].reset_index(drop=True)
 
 
 def carry_published(tables: dict, findings_dir: Path) -> dict:
@@ -97,11 +104,13 @@ def carry_published(tables: dict, findings_dir: Path) -> dict:
             continue
         kept = _carried_rows(name, frame, tables.get(name), matrix, published_runs, carried, published_dir)
         if not kept.empty:
-            merged[name] = pd.concat([frame for frame in (tables.get(name), kept) if frame is not None],
-                                     ignore_index=True)
+            merged[name] = pd.concat([part for part in (tables.get(name), kept) if part is not None], ignore_index=True)
     own = runs[~runs["point"].isin(from_published["point"])]
     merged["runs"] = pd.concat([own, from_published], ignore_index=True).sort_values(["point", "repetition"],
                                                                                      ignore_index=True)
+    for name, frame in merged.items():
+        if name != "runs" and _keys(frame, matrix):
+            merged[name] = _in_point_order(frame, matrix, merged["runs"])
     # the parts the published study itself carried stay with the points still carried from them
     earlier = [{**part, "points": [p for p in part["points"] if p in set(from_published["point"])]}
                for part in published["study"].get("carried", [])]
