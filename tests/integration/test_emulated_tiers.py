@@ -282,6 +282,9 @@ def test_a_dead_or_hung_emulator_fails_the_check_and_the_next_bring_up_naming_it
                 and "Run `make teardown`, then `make tiers`" in again.stderr)
         (loop,) = [e["device"] for e in json.loads((root / "state" / "created.json").read_text())
                    if e["kind"] == "loop"]
+        lost = json.loads(agent("probe").stdout)["lost_loops"]
+        if sent == signal.SIGKILL:
+            assert lost[loop] == f"{root}/mnt/doomed/device (Transport endpoint is not connected)"
     finally:
         # whatever failed above, what the agent made is removed by its record
         down = agent("teardown")

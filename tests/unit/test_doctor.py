@@ -43,7 +43,7 @@ def host() -> dict:
                     "cpus": 8, "memory_bytes": 16 * GIB},
         "memory": {"total_bytes": 16 * GIB, "available_bytes": 12 * GIB},
         "disk": {"path": "/var/lib", "free_bytes": 100 * GIB, "size_bytes": 200 * GIB},
-        "images": {}, "data": {}, "cached": True,
+        "images": {}, "data": {}, "lost_loops": {}, "cached": True,
     }
 
 
@@ -110,6 +110,17 @@ def test_modelled_tiers_need_fuse_and_throttled_ones_do_not():
     probe["packages"]["fuse3"] = NONE
     assert judged(probe)["FUSE"].fix.endswith("; or give tiers_emulation=throttle; add a Debian archive that has fuse3 "
                                               "to the host's apt sources, then apt-get update")
+
+
+def test_a_loop_device_left_on_a_dead_emulator_s_file_is_named_with_the_teardown_that_detaches_it():
+    probe = host()
+    probe["lost_loops"] = {"/dev/loop2": "/var/lib/tierlab/emulator/mnt/nand/device (Transport endpoint is not "
+                                         "connected)"}
+    item = judged(probe)["loop devices on lost files"]
+    assert (item.found, item.verdict) == ("/dev/loop2 on /var/lib/tierlab/emulator/mnt/nand/device (Transport "
+                                          "endpoint is not connected)", "warn")
+    assert "make teardown" in item.fix and "-e tierlab_root=ROOT" in item.fix
+    assert warnings([item])[0].startswith("loop devices on lost files, needed for making btrfs tiers")
 
 
 def test_real_tiers_need_neither_loop_devices_nor_fuse():

@@ -277,8 +277,8 @@ def test_the_real_probe_of_this_host_reads_and_writes_nothing(tmp_path, monkeypa
     monkeypatch.setattr(probes.urllib.request, "urlopen", refused)
     found = probes.probe(["/dev/loop-control"], ["sh"], [], [])
     assert sorted(found) == ["archives", "boot_id", "cached", "cgroups", "data", "disk", "host", "images", "lockdown",
-                             "machine", "memory", "packages", "packages_found", "paths", "root", "tools", "tracing",
-                             "uid"]
+                             "lost_loops", "machine", "memory", "packages", "packages_found", "paths", "root", "tools",
+                             "tracing", "uid"]
     assert found["memory"]["available_bytes"] <= found["memory"]["total_bytes"]
     # the cgroup setup as /proc/mounts shows it
     types = {fields[1]: fields[2] for fields in map(str.split, Path("/proc/mounts").read_text().splitlines())}

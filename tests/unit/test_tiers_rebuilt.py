@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tierlab_host import record, tiers
+from tierlab_host import record, system, tiers
 from tierlab_host.tiers import _let_go_of_gone
 
 
@@ -74,3 +74,23 @@ def test_a_loop_device_whose_emulator_died_is_kept_while_its_disk_sequence_numbe
     assert record.entries() == [dead]
     assert changes == ["let go of loop device /dev/loop1 of /var/lib/tierlab/emulator/mnt/nand/device, which the "
                        "record held but the host no longer has"]
+
+
+def test_the_loop_devices_whose_files_are_deleted_or_cannot_be_reached_on_a_fuse_mount_are_found(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setattr(tiers, "SYS_BLOCK", tmp_path / "sys" / "block")
+    fuse = tmp_path / "mnt" / "nand"
+    fuse.mkdir(parents=True)
+    (fuse / "device").write_bytes(b"")
+    monkeypatch.setattr(system, "MOUNTINFO", tmp_path / "mountinfo")
+    (tmp_path / "mountinfo").write_text(f"60 1 0:42 / {fuse} rw,nosuid,nodev - fuse.tierlab tierlab-emu rw\n"
+                                        f"61 1 7:1 / {tmp_path / 'tiers'} rw,noatime - ext4 /dev/loop1 rw\n")
+    sys_block_loop(tiers.SYS_BLOCK, "loop0", "/device (deleted)", 19)
+    sys_block_loop(tiers.SYS_BLOCK, "loop1", str(fuse / "device"), 20)
+    sys_block_loop(tiers.SYS_BLOCK, "loop2", f"{fuse}/other", 21)
+    # a file off every FUSE mount is not looked at
+    sys_block_loop(tiers.SYS_BLOCK, "loop3", f"{tmp_path}/images/optane.img", 22)
+    # a loop device with nothing attached has no backing_file
+    (tiers.SYS_BLOCK / "loop4").mkdir()
+    assert tiers.loops_on_lost_files() == {"/dev/loop0": "/device (deleted)",
+                                           "/dev/loop2": f"{fuse}/other (No such file or directory)"}

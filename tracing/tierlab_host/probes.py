@@ -5,7 +5,7 @@ tools, packages and URLs they depend on, and judges what is missing.
 Most facts are file reads, made at every probe since they change: the user, the machine (distribution, kernel,
 CPUs, memory), device nodes, tools, cgroup controllers, tracefs and debugfs, the kernel's lockdown, the free memory
 and the free space of the tierlab root's file system, what the root's tier images and data cache hold already,
-and the packages its runs found installed (tierlab_host.packages).
+the loop devices whose files are lost, and the packages its runs found installed (tierlab_host.packages).
 Two cost more, and are kept in the root's state directory (probe.json), so that a probe of a host probed before
 takes milliseconds:
 
@@ -28,7 +28,7 @@ import urllib.request
 from http.client import HTTPException
 from pathlib import Path
 
-from . import cgroups, record, trace
+from . import cgroups, record, tiers, trace
 from .packages import DPKG_STATUS, found_installed
 from .system import HostError, changed_at, run
 
@@ -173,7 +173,7 @@ def probe(paths: list[str], tools: list[str], packages: list[str], urls: list[st
         "archives": {url: cache["archives"][url] for url in urls},
         "cgroups": cgroup_controllers(), "tracing": tracing(), "lockdown": trace.lockdown(),
         "machine": machine(found_memory["total_bytes"]), "memory": found_memory,
-        "disk": disk(root), "images": images(root), "data": data(root),
+        "disk": disk(root), "images": images(root), "data": data(root), "lost_loops": tiers.loops_on_lost_files(),
         "packages_found": found_installed(), "cached": not unknown and not asked,
     }
 

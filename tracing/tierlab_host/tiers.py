@@ -20,6 +20,7 @@ A tier spec (one JSON object per tier, from the Ansible tiers role):
 
 import json
 import os
+import threading
 from pathlib import Path
 
 from . import cgroups, emulator, record
@@ -30,12 +31,15 @@ from .system import (
     device_of_path,
     mount_facts,
     mounted,
+    mounts,
     queue_dir,
     run,
     set_knob,
 )
 
 SYS_BLOCK = Path("/sys/block")
+# how long a look at a loop device's file waits for a FUSE server that may be stopped
+LOOK_WAIT_S = 2
 
 
 def loop_for(backing: str) -> str | None:
@@ -44,6 +48,38 @@ def loop_for(backing: str) -> str | None:
         if backing_file.read_text().strip() == backing:
             return f"/dev/{backing_file.parent.parent.name}"
     return None
+
+
+def _unreachable(path: str) -> str | None:
+    """Why path cannot be looked at, or None. In a thread of its own: a look through a FUSE server that is stopped
+    waits for it, and the thread is left to end with the process."""
+    answer: list[str | None] = []
+
+    def look() -> None:
+        try:
+            os.stat(path)
+            answer.append(None)
+        except OSError as exc:
+            answer.append(exc.strerror)
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(LOOK_WAIT_S)
+    return answer[0] if answer else f"no answer within {LOOK_WAIT_S} s"
+
+
+def loops_on_lost_files() -> dict[str, str]:
+    """The loop devices whose backing file is gone (sysfs adds ` (deleted)` to its name) or cannot be reached (its
+    FUSE server exited or does not answer), by device, left by whatever root or tool made them. mkfs.btrfs looks
+    at every loop device's file and refuses beside such a one."""
+    fuse = [mount.point.rstrip("/") + "/" for mount in mounts() if mount.fs.startswith("fuse")]
+    lost = {}
+    for path in sorted(SYS_BLOCK.glob("loop*/loop/backing_file")):
+        name, device = path.read_text().strip(), f"/dev/{path.parent.parent.name}"
+        if name.endswith(" (deleted)"):
+            lost[device] = name
+        elif name.startswith(tuple(fuse)) and (why := _unreachable(name)):
+            lost[device] = f"{name} ({why})"
+    return lost
 
 
 def _diskseq(device: str) -> int | None:

@@ -146,6 +146,19 @@ def _fuse(probe: dict, settings: dict, tiers: list[dict]) -> Item | None:
                    "give tiers_emulation=throttle", "fusermount3")
 
 
+def _lost_loops(probe: dict, settings: dict, tiers: list[dict]) -> Item | None:
+    """Loop devices left on files that are gone or cannot be reached, by any root or tool: mkfs.btrfs refuses beside
+    one whose FUSE server exited ("cannot check mount status ... Transport endpoint is not connected")."""
+    if not probe["lost_loops"]:
+        return None
+    found = ", ".join(f"{device} on {name}" for device, name in probe["lost_loops"].items())
+    return Item("loop devices on lost files", "making btrfs tiers: mkfs.btrfs looks at every loop device's file",
+                found, "warn", "tear down the tierlab root that made them (make teardown; another root: "
+                "ansible-playbook playbooks/teardown.yml -e tierlab_root=ROOT), which detaches its loop devices and "
+                "unmounts its emulators; a loop device no tierlab root made: losetup -d it, then unmount its file's "
+                "mount")
+
+
 def _controller(probe: dict, controller: str, needed_for: str) -> Item:
     found, mode = probe["cgroups"][controller], probe["cgroups"]["mode"]
     if "hierarchy" in found:
@@ -301,7 +314,8 @@ def _memory(probe: dict, settings: dict, tiers: list[dict]) -> Item:
     return Item("memory", needed_for, found, "ok")
 
 
-CHECKS = (_root, _loop_devices, _fuse, _memory_controller, _io_controller, _tracing, _blktrace, _engine_package,
+CHECKS = (_root, _loop_devices, _fuse, _lost_loops, _memory_controller, _io_controller, _tracing, _blktrace,
+          _engine_package,
           _sid_archive, _disk, _memory)
 
 
