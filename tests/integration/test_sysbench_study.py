@@ -89,8 +89,11 @@ def test_a_mysql_step_waits_for_innodb_to_purge_what_the_step_before_wrote(sysbe
     queries = read_csv(sysbench_runs["mysql"] / "tables" / "queries.csv").set_index("query")
     # MySQL shortens its history list only when the purge truncates it: what the read-write window left is there
     assert queries.loc["oltp_read_only", "history_before"] > 0
-    # the wait ends on an empty history, or once InnoDB has neither read nor changed a page for 2 s
-    assert queries.loc["oltp_read_only", "history_after"] == 0 or queries.loc["oltp_read_only", "settle_s"] >= 2
+    # the wait ends on an empty history, once InnoDB has neither read nor changed a page for 2 s, or at once where
+    # the history is no longer than the one an earlier wait ended quiet on (InnoDB keeps a small one while idle)
+    read_write, read_only = queries.loc["oltp_read_write"], queries.loc["oltp_read_only"]
+    assert (read_only["history_after"] == 0 or read_only["settle_s"] >= 2
+            or (read_write["settle_s"] >= 2 and read_only["history_after"] <= read_write["history_after"]))
 
 
 def test_postgresql_steps_wait_for_no_purge(sysbench_runs):
