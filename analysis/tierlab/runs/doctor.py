@@ -315,8 +315,7 @@ def _memory(probe: dict, settings: dict, tiers: list[dict]) -> Item:
 
 
 CHECKS = (_root, _loop_devices, _fuse, _lost_loops, _memory_controller, _io_controller, _tracing, _blktrace,
-          _engine_package,
-          _sid_archive, _disk, _memory)
+          _engine_package, _sid_archive, _disk, _memory)
 
 
 def judge(probe: dict, settings: dict, tiers: list[dict]) -> list[Item]:
