@@ -234,15 +234,21 @@ def test_the_engine_s_reads_of_each_object_stand_beside_the_traced_ones(postgres
 
 def test_the_work_counted_over_the_window_is_the_instance_s_own_traffic(postgresql):
     """The transactions PostgreSQL counted in the window's intervals against the lookups the traffic committed
-    between the first interval's start and the last one's end: the same within a tenth (the statistics reach
-    pg_stat_database up to a second late, and the observer's own statements count a few)."""
-    rows = [json.loads(line) for line in (postgresql["run"] / "raw" / "queries.jsonl").read_text().splitlines()]
-    begin = datetime.fromisoformat(rows[0]["started_at"]).timestamp()
-    end = datetime.fromisoformat(rows[-1]["started_at"]).timestamp() + rows[-1]["elapsed_s"]
-    committed = sum(begin <= at <= end for at in postgresql["lookups"])
-    work = read_csv(postgresql["run"] / "tables" / "intervals.csv")["work"].sum()
+    between each interval's two counter reads: the same within a tenth in all (the observer's own statements count a
+    few), and each interval's work per second its traffic's rate over those seconds within a second and a half's
+    worth (a backend's statistics reach pg_stat_database up to a second late, at either read)."""
+    committed, spans = 0, []
+    for path in sorted((postgresql["run"] / "raw" / "counters").glob("i*_try1.json")):
+        counted = json.loads(path.read_text())["counted"]
+        begin = datetime.fromisoformat(counted["from"]).timestamp()
+        inside = sum(begin <= at <= begin + counted["seconds"] for at in postgresql["lookups"])
+        committed += inside
+        spans.append((inside / counted["seconds"], counted["seconds"]))
+    intervals = read_csv(postgresql["run"] / "tables" / "intervals.csv")
     assert committed > 100
-    assert abs(work - committed) <= 0.1 * committed, (work, committed)
+    assert abs(intervals["work"].sum() - committed) <= 0.1 * committed, (intervals["work"].sum(), committed)
+    for work_per_s, (rate, seconds) in zip(intervals["work_per_s"], spans, strict=True):
+        assert abs(work_per_s - rate) <= 1.5 * rate / seconds, (work_per_s, rate, seconds)
 
 
 def test_the_tracing_s_cost_is_measured_on_the_instance_s_own_traffic(postgresql):

@@ -11,8 +11,9 @@ QUERIES = pd.DataFrame({"query": ["i0001", "i0002", "i0003", "i0004"], "elapsed_
 
 
 def counters(xacts: list[int], reads: list[int], hits: list[int]) -> pd.DataFrame:
+    """Each interval's counters, read 10 s apart like the interval."""
     return pd.DataFrame({"query": ["i0001", "i0002", "i0003", "i0004"], "try": 1, "xact_commit": xacts,
-                         "xact_rollback": [0, 0, 0, 0], "blks_read": reads, "blks_hit": hits})
+                         "xact_rollback": [0, 0, 0, 0], "blks_read": reads, "blks_hit": hits, "counted_s": 10.0})
 
 
 METRICS = pd.DataFrame({"query": ["i0001", "i0003"], "read_pages": [500, 700], "io_time_s": [0.5, 0.7],
@@ -52,10 +53,25 @@ def test_without_an_untraced_interval_the_cost_is_not_measured():
     assert tracing_overhead(frame)["overhead_pct"] is None
 
 
+def test_the_work_per_second_is_over_the_seconds_between_the_counters_reads_not_the_interval_s():
+    # a busy host read the counters 12.5 s apart around the second and fourth 10 s intervals
+    counted = counters([900, 1000, 950, 1000], [100] * 4, [900] * 4).assign(counted_s=[10.0, 12.5, 10.0, 12.5])
+    frame = intervals(QUERIES, counted, METRICS, "postgresql", DISKS, {})
+    assert frame["work_per_s"].tolist() == [90.0, 80.0, 95.0, 80.0]
+    assert frame["counted_s"].tolist() == [10.0, 12.5, 10.0, 12.5]
+
+
+def test_an_observation_older_than_the_counted_seconds_has_its_work_per_interval_second():
+    older = counters([900, 1000, 950, 1000], [100] * 4, [900] * 4).drop(columns="counted_s")
+    frame = intervals(QUERIES, older, METRICS, "postgresql", DISKS, {})
+    assert frame["work_per_s"].tolist() == [90.0, 100.0, 95.0, 100.0]
+    assert frame["counted_s"].isna().all()
+
+
 def test_the_mysql_family_s_work_is_its_statements_and_its_hits_its_buffer_pool_s():
     status = pd.DataFrame({"query": ["i0001", "i0002", "i0003", "i0004"], "try": 1, "Questions": [50, 60, 70, 80],
                            "Innodb_pages_read": [10, 10, 10, 10], "Innodb_buffer_pool_reads": [10, 10, 10, 10],
-                           "Innodb_buffer_pool_read_requests": [100, 100, 100, 100]})
+                           "Innodb_buffer_pool_read_requests": [100, 100, 100, 100], "counted_s": 10.0})
     frame = intervals(QUERIES, status, METRICS, "mariadb", DISKS, {})
     assert frame["work_per_s"].tolist() == [5.0, 6.0, 7.0, 8.0]
     assert frame["engine_hit_pct"].tolist() == [90.0, 90.0, 90.0, 90.0]

@@ -40,6 +40,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def _wall(monotonic: float) -> str:
+    """A time.monotonic() reading as the wall-clock time it was, as _now() writes it."""
+    return datetime.fromtimestamp(time.time() - (time.monotonic() - monotonic), UTC).isoformat(timespec="milliseconds")
+
+
 def tiers_of(files: list[dict]) -> list[dict]:
     """The disks under the instance's files, each a tier of the run (role capacity: the storage the instance has
     now), with the partitions and file systems that hold its files."""
@@ -197,11 +202,14 @@ def _observe_locked(spec: dict, raw: Path) -> dict:
                 info = backend.stop(label, raw / "traces") if traced else {"files": [], "events_lost": 0}
             elapsed = time.monotonic() - started
             after = instance.counters()
+            # the reads bracket more than the interval (the trace's start and stop, a busy host's waits): the work
+            # they count is divided by the seconds between them, not by the interval's
+            counted = {"from": _wall(before["read_at"]), "seconds": after.pop("read_at") - before.pop("read_at")}
             deltas = {part: _delta(before[part], after[part]) for part in before}
             deltas["disks"] = _delta(disks_before, disks_after)
             (raw / "counters" / f"{label}.json").write_text(json.dumps(
                 {"before": before["instance"], "after": after["instance"], "delta": deltas["instance"],
-                 **{part: deltas[part] for part in deltas if part != "instance"}}, indent=1))
+                 "counted": counted, **{part: deltas[part] for part in deltas if part != "instance"}}, indent=1))
             _append(rows_file, {"query": step, "try": 1, "status": "ok", "error": "", "elapsed_s": elapsed,
                                 "rows": None, "cache": "warm", "started_at": started_at, "traced": traced,
                                 "trace_files": info["files"], "events_lost": info["events_lost"]})

@@ -18,6 +18,7 @@ indexes (one file); the logs and system files are units of their own, which no s
 
 import re
 import shutil
+import time
 from pathlib import Path
 
 from .engines.mysql_family import MysqlFamily
@@ -193,10 +194,13 @@ class ObservedPostgresql:
         return files
 
     def counters(self) -> dict:
-        """{"instance": counters of the whole instance, "objects": {unit: its counters}} (user tables and indexes)."""
+        """{"instance": counters of the whole instance, "objects": {unit: its counters}, "read_at": when (monotonic,
+        the middle of its statement) the instance's counters were read} (user tables and indexes)."""
         columns = ", ".join([f"sum({c})::bigint" for c in PG_INSTANCE_COUNTERS]
                             + [f"round(sum({t}) * 1000)::bigint" for t in PG_INSTANCE_TIMES])
+        began = time.monotonic()
         (values,) = self._rows(f"SELECT {columns} FROM pg_stat_database")
+        read_at = (began + time.monotonic()) / 2
         instance = dict(zip(PG_INSTANCE_COUNTERS + [f"{t}_us" for t in PG_INSTANCE_TIMES],
                             (int(v or 0) for v in values), strict=True))
         (values,) = self._rows(f"SELECT {', '.join(PG_BGWRITER_COUNTERS)} FROM pg_stat_bgwriter")
@@ -209,7 +213,7 @@ class ObservedPostgresql:
             for row in self._rows(f"SELECT schemaname, indexrelname, {', '.join(PG_INDEX_COUNTERS)} "
                                   "FROM pg_statio_user_indexes", database):
                 objects[f"{database}.{row[0]}.{row[1]}"] = dict(zip(PG_INDEX_COUNTERS, map(int, row[2:]), strict=True))
-        return {"instance": instance, "objects": objects}
+        return {"instance": instance, "objects": objects, "read_at": read_at}
 
 
 def _mysql_name(text: str) -> str:
@@ -330,16 +334,19 @@ class ObservedMysql:
         return files
 
     def counters(self) -> dict:
-        """{"instance": the server's status counters, "files": {path: the performance schema's I/O on it}} (files
-        only where the performance schema is on and readable)."""
-        instance = {name: int(value) for name, value in self.db._variables("STATUS", MYSQL_STATUS).items()
-                    if value is not None}
+        """{"instance": the server's status counters, "files": {path: the performance schema's I/O on it}, "read_at":
+        when (monotonic, the middle of its statement) the status counters were read} (files only where the performance
+        schema is on and readable)."""
+        began = time.monotonic()
+        status = self.db._variables("STATUS", MYSQL_STATUS)
+        read_at = (began + time.monotonic()) / 2
+        instance = {name: int(value) for name, value in status.items() if value is not None}
         files = {}
         if self.file_io:
             for name, reads, read_bytes, writes, written in self.db.rows(MYSQL_FILE_IO):
                 files[name] = {"reads": int(reads), "read_bytes": int(read_bytes), "writes": int(writes),
                                "written_bytes": int(written)}
-        return {"instance": instance, "files": files}
+        return {"instance": instance, "files": files, "read_at": read_at}
 
 
 def observed(spec: dict):

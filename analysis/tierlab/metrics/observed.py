@@ -20,8 +20,9 @@ WORK_VARIATION = 0.5
 WARMING_POINTS = 5.0
 # a trace holding fewer of the requests the kernel counted on the disks than this share missed some
 TRACED_SHARE = 0.95
-INTERVAL_COLUMNS = ["query", "traced", "trace_rotated", "elapsed_s", "work", "work_per_s", "engine_pages_read", "engine_hit_pct",
-                    "block_read_pages", "io_time_s", "traced_requests", "kernel_requests"]
+INTERVAL_COLUMNS = ["query", "traced", "trace_rotated", "elapsed_s", "counted_s", "work", "work_per_s",
+                    "engine_pages_read", "engine_hit_pct", "block_read_pages", "io_time_s", "traced_requests",
+                    "kernel_requests"]
 
 
 def _family(engine: str) -> str:
@@ -41,16 +42,18 @@ def _hit_pct(counters: pd.DataFrame, family: str) -> pd.Series:
 def intervals(queries: pd.DataFrame, counters: pd.DataFrame, query_metrics: pd.DataFrame, engine: str,
               disks: pd.DataFrame, rotated: dict[str, int]) -> pd.DataFrame:
     """Per interval: whether its trace is read (traced) or was traced and deleted to keep the raw traces within their
-    limit (trace_rotated; rotated: the bytes of each such interval's, by step), its seconds, the engine's work (and
-    per second), pages read and cache hit share; the block level's read pages, I/O time and requests (traced intervals
-    only), and the requests the kernel counted on the disks meanwhile."""
+    limit (trace_rotated; rotated: the bytes of each such interval's, by step), its seconds, the seconds between the
+    counters' two reads (counted_s), the engine's work (and per counted second; per interval second in observations
+    older than counted_s), pages read and cache hit share; the block level's read pages, I/O time and requests (traced
+    intervals only), and the requests the kernel counted on the disks meanwhile."""
     family = _family(engine)
     rows = queries[["query", "elapsed_s", "trace_complete"]].merge(counters, on="query", how="left")
+    counted = rows["counted_s"] if "counted_s" in rows else pd.Series(np.nan, index=rows.index)
     frame = pd.DataFrame({"query": rows["query"], "traced": rows["trace_complete"].notna(),
-                          "trace_rotated": rows["query"].isin(list(rotated)),
-                          "elapsed_s": rows["elapsed_s"], "work": rows[list(WORK[family])].sum(axis=1, min_count=1),
+                          "trace_rotated": rows["query"].isin(list(rotated)), "elapsed_s": rows["elapsed_s"],
+                          "counted_s": counted, "work": rows[list(WORK[family])].sum(axis=1, min_count=1),
                           "engine_pages_read": rows[PAGES_READ[family]], "engine_hit_pct": _hit_pct(rows, family)})
-    frame["work_per_s"] = frame["work"] / frame["elapsed_s"]
+    frame["work_per_s"] = frame["work"] / counted.fillna(rows["elapsed_s"])
     block = pd.DataFrame({"query": query_metrics["query"], "block_read_pages": query_metrics["read_pages"],
                           "io_time_s": query_metrics["io_time_s"], "traced_requests": query_metrics["requests"]}) \
         if not query_metrics.empty else pd.DataFrame(columns=["query", "block_read_pages", "io_time_s", "traced_requests"])

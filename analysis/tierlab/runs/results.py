@@ -227,8 +227,10 @@ def read_driver_reports(run_dir: Path) -> pd.DataFrame:
 
 
 def read_counters(run_dir: Path) -> pd.DataFrame:
-    """The engine's counter deltas per query try."""
-    return pd.DataFrame([{"query": query, "try": attempt, **counters["delta"]}
+    """The engine's counter deltas per query try; an observation's also with the seconds between the two reads they
+    are the difference of (counted_s)."""
+    return pd.DataFrame([{"query": query, "try": attempt, **counters["delta"],
+                          **({"counted_s": counters["counted"]["seconds"]} if "counted" in counters else {})}
                          for query, attempt, counters in _counter_files(run_dir) if counters["delta"] is not None])
 
 
