@@ -86,6 +86,13 @@ def _refused(what: str, exc: HostError) -> HostError:
     return HostError(f"{what}: {said}")
 
 
+def _timed(read):
+    """What read() returns, and when it read it: time.monotonic() halfway through the call."""
+    began = time.monotonic()
+    value = read()
+    return value, (began + time.monotonic()) / 2
+
+
 class ObservedPostgresql:
     def __init__(self, spec: dict):
         psql = shutil.which("psql")
@@ -198,9 +205,7 @@ class ObservedPostgresql:
         the middle of its statement) the instance's counters were read} (user tables and indexes)."""
         columns = ", ".join([f"sum({c})::bigint" for c in PG_INSTANCE_COUNTERS]
                             + [f"round(sum({t}) * 1000)::bigint" for t in PG_INSTANCE_TIMES])
-        began = time.monotonic()
-        (values,) = self._rows(f"SELECT {columns} FROM pg_stat_database")
-        read_at = (began + time.monotonic()) / 2
+        (values,), read_at = _timed(lambda: self._rows(f"SELECT {columns} FROM pg_stat_database"))
         instance = dict(zip(PG_INSTANCE_COUNTERS + [f"{t}_us" for t in PG_INSTANCE_TIMES],
                             (int(v or 0) for v in values), strict=True))
         (values,) = self._rows(f"SELECT {', '.join(PG_BGWRITER_COUNTERS)} FROM pg_stat_bgwriter")
@@ -337,9 +342,7 @@ class ObservedMysql:
         """{"instance": the server's status counters, "files": {path: the performance schema's I/O on it}, "read_at":
         when (monotonic, the middle of its statement) the status counters were read} (files only where the performance
         schema is on and readable)."""
-        began = time.monotonic()
-        status = self.db._variables("STATUS", MYSQL_STATUS)
-        read_at = (began + time.monotonic()) / 2
+        status, read_at = _timed(lambda: self.db._variables("STATUS", MYSQL_STATUS))
         instance = {name: int(value) for name, value in status.items() if value is not None}
         files = {}
         if self.file_io:
