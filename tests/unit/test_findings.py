@@ -10,8 +10,10 @@ import pytest
 from tierlab.errors import InputError
 from tierlab.report.findings import write_findings_page
 from tierlab.studies.findings import (
+    _queries,
     answers,
     engine_contrasts,
+    figures_table,
     gather,
     recommend_lines,
     study_findings,
@@ -66,6 +68,47 @@ def test_engines_apart_are_named_with_each_engine_s_speedup_category_and_plan():
         "(3 sequential; plan: orders table scan)",
         "q02: mariadb 1.00x (3 sequential; plan: lineitem table scan); postgresql 1.50x (3 sequential; plan: "
         "lineitem table scan)"]
+
+
+def test_a_query_whose_every_try_timed_out_keeps_its_row_with_the_seconds_its_quickest_try_was_stopped_after(
+        tmp_path):
+    tables = tmp_path / "run" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "queries.csv").write_text(
+        "query,try,status,error,elapsed_s\n"
+        "q14,1,ok,,7.5\n"
+        "q15,1,timeout,client killed after 1803.2 s,1803.2\n"
+        "q15,2,timeout,client killed after 1802.1 s,1802.1\n"
+        "q16,1,ok,,3.0\n"
+        "q16,2,timeout,client killed after 1801.0 s,1801.0\n")
+    (tables / "query_metrics.csv").write_text("")
+    (tables / "plan_accesses.csv").write_text("")
+    rows = _queries(tmp_path, "run").set_index("query")
+    assert rows["tries"].to_dict() == {"q14": 1, "q15": 0, "q16": 1}
+    assert rows["elapsed_s"].fillna(-1).to_dict() == {"q14": 7.5, "q15": -1, "q16": 3.0}
+    # q16 has a time: its timed-out try is not a bound on it
+    assert rows["timed_out_after_s"].fillna(-1).to_dict() == {"q14": -1, "q15": 1802.1, "q16": -1}
+
+
+# MariaDB's Q15 at SF 1 on the capacity tier: every try stopped at the 1800 s timeout
+TIMED_OUT = pd.concat([TWO_ENGINES[TWO_ENGINES["engine"] == "mariadb"].assign(timed_out_after_s=float("nan")),
+                       figures([("mariadb", "None", "q15", float("nan"), "", ""),
+                                ("mariadb", "ALL", "q15", 640.0, "2 random", "lineitem index scan (lineitem_suppkey)")])
+                       .assign(timed_out_after_s=[1802.1, float("nan")])], ignore_index=True)
+
+
+def test_a_query_that_timed_out_is_left_out_of_the_answer_s_totals_and_named_with_its_bound():
+    assert answers(TIMED_OUT, "layout", ["None", "ALL"], ["engine"], "s") == [
+        "engine=mariadb: layout=ALL ran its 2 queries in 6 s, 2.33x as fast as layout=None (14 s); per query "
+        "1.00x (q02) to 5.00x (q01). By category at layout=None: 1 random repeated 5.00x (1), 3 sequential 1.00x "
+        "(1). Left out, timed out: q15 at layout=None (over 1802 s)"]
+
+
+def test_the_figures_table_shows_a_timed_out_query_s_bound_and_its_speedup_as_at_least_the_bound_s():
+    table = figures_table(TIMED_OUT, "layout", ["None", "ALL"], ["engine"], "s").set_index("query")
+    assert table.loc["q15", ["layout=None (s)", "layout=ALL (s)", "ALL vs None"]].tolist() == [
+        "over 1802 (timed out)", "640", "over 2.82x"]
+    assert table.loc["q01", "ALL vs None"] == "5.00x"
 
 
 def test_a_sysbench_study_is_answered_per_test_by_its_transactions_per_second():

@@ -7,7 +7,8 @@ raw traces; report/findings.py writes the page from them alone):
 - runs.csv: per point, its run and status, the matrix's values and the setup the run had (engine version,
   scale factor, buffer pool and its bytes, the data's stored bytes, the tiers' dilation and fidelity, host);
 - queries.csv: per ok run and query (or sysbench test): the median time of its ok tries with their least and
-  most, its access pattern (sequential %, repeat access rate, category), I/O time and plan; a test's tps;
+  most, its access pattern (sequential %, repeat access rate, category), I/O time and plan; a test's tps; for a
+  query whose every try timed out, the seconds its quickest try was stopped after (timed_out_after_s);
 - advice.csv where the matrix varies a setting advise speaks of (advise.py);
 - validation.csv, validation_layouts.csv and cache_validation.csv where it varies the layout or the cache
   (placement/validate.py): what recommend predicts for each from every traced run, against the measurements;
@@ -80,11 +81,16 @@ def _setup(point: dict, study: dict, study_dir: Path) -> dict:
 
 
 def _queries(study_dir: Path, run_id: str) -> pd.DataFrame:
-    """One run's rows of queries.csv."""
+    """One run's rows of queries.csv; a query whose every try timed out keeps its row, with no time but the
+    seconds after which its quickest try was stopped (timed_out_after_s): a lower bound the page shows."""
     tables = read_tables(study_dir / run_id)
-    ok = tables["queries"][tables["queries"]["status"] == "ok"].groupby("query")["elapsed_s"]
-    figures = per_query(tables).join(pd.DataFrame({"tries": ok.size(), "elapsed_min_s": ok.min(),
-                                                   "elapsed_max_s": ok.max()}))
+    tries = tables["queries"]
+    ok = tries[tries["status"] == "ok"].groupby("query")["elapsed_s"]
+    counts = pd.DataFrame({"tries": ok.size(), "elapsed_min_s": ok.min(), "elapsed_max_s": ok.max(),
+                           "timed_out_after_s": tries[tries["status"] == "timeout"].groupby("query")["elapsed_s"].min()})
+    counts["timed_out_after_s"] = counts["timed_out_after_s"].where(counts["tries"].isna())
+    counts["tries"] = counts["tries"].fillna(0).astype(int)
+    figures = per_query(tables).reindex(counts.index).join(counts)
     return figures.rename_axis("query").reset_index().assign(run_id=run_id)
 
 
@@ -250,6 +256,8 @@ def _where(names: list[str], key: tuple) -> str:
 
 
 PATTERN_COLUMNS = ("sequential_pct", "repeat_access_rate", "category", "plan")
+# tables published before a query's timeout was kept lack its column
+TIMEOUT_COLUMN = "timed_out_after_s"
 
 
 def _figures(tables: dict) -> tuple[pd.DataFrame, str, list[str], list[str], str]:
@@ -265,16 +273,24 @@ def _figures(tables: dict) -> tuple[pd.DataFrame, str, list[str], list[str], str
     figure, low, high, unit = ("tps", "tps", "tps", "tps") if by_tps else ("elapsed_s", "elapsed_min_s",
                                                                            "elapsed_max_s", "s")
     # a sysbench window has no plan, and a run with no trace no access pattern
-    rows = rows.reindex(columns=[*rows.columns, *(c for c in PATTERN_COLUMNS if c not in rows)])
+    rows = rows.reindex(columns=[*rows.columns, *(c for c in (*PATTERN_COLUMNS, TIMEOUT_COLUMN) if c not in rows)])
     figures = rows.groupby([*groups, compared, "query"], sort=False).agg(
         figure=(figure, "median"), low=(low, "min"), high=(high, "max"), runs=("run_id", "nunique"),
+        timed_out_after_s=(TIMEOUT_COLUMN, "min"),
         **{column: (column, "first") for column in PATTERN_COLUMNS}).reset_index()
     return figures, compared, study["matrix"][compared], groups, unit
 
 
+def _timed_out(row) -> bool:
+    """Whether a value's query has no figure because every try of it timed out."""
+    return pd.isna(row["figure"]) and pd.notna(row.get(TIMEOUT_COLUMN))
+
+
 def _spread(row) -> str:
-    low, high = figure(row.low), figure(row.high)
-    return figure(row.figure) if low == high else f"{figure(row.figure)} ({low}-{high})"
+    if _timed_out(row):
+        return f"over {figure(row[TIMEOUT_COLUMN])} (timed out)"
+    low, high = figure(row["low"]), figure(row["high"])
+    return figure(row["figure"]) if low == high else f"{figure(row['figure'])} ({low}-{high})"
 
 
 def figures_table(figures: pd.DataFrame, compared: str, values: list[str], groups: list[str], unit: str) -> pd.DataFrame:
@@ -286,10 +302,9 @@ def figures_table(figures: pd.DataFrame, compared: str, values: list[str], group
         first = at.get(values[0])
         row = dict(zip([*groups, "query"], key, strict=True))
         for value in values:
-            row[f"{compared}={value} ({unit})"] = _spread(pd.Series(at[value])) if value in at else ""
+            row[f"{compared}={value} ({unit})"] = _spread(at[value]) if value in at else ""
         for value in values[1:]:
-            ratio = _speedup(first, at.get(value), unit)
-            row[f"{value} vs {values[0]}"] = f"{ratio:.2f}x" if ratio == ratio else ""
+            row[f"{value} vs {values[0]}"] = _speedup_text(first, at.get(value), unit)
         if first is not None:
             row.update({"category": first["category"], "sequential %": _number(first["sequential_pct"]),
                         "repeat access": _number(first["repeat_access_rate"]),
@@ -300,6 +315,18 @@ def figures_table(figures: pd.DataFrame, compared: str, values: list[str], group
 
 def _number(value) -> str:
     return figure(value) if isinstance(value, float | int) and value == value else ""
+
+
+def _speedup_text(base, other, unit: str) -> str:
+    """How many times as fast other ran as base, in the table's words: a bound where one of them timed out (its
+    time is over the seconds it was stopped after), nothing where a figure is missing."""
+    if base is not None and other is not None and unit == "s":
+        if _timed_out(base) and not _timed_out(other) and other["figure"]:
+            return f"over {base[TIMEOUT_COLUMN] / other['figure']:.2f}x"
+        if _timed_out(other) and not _timed_out(base):
+            return f"under {base['figure'] / other[TIMEOUT_COLUMN]:.2f}x"
+    ratio = _speedup(base, other, unit)
+    return f"{ratio:.2f}x" if ratio == ratio else ""
 
 
 def _speedup(base, other, unit: str) -> float:
@@ -349,6 +376,11 @@ def answers(figures: pd.DataFrame, compared: str, values: list[str], groups: lis
         if category.notna().any():
             text += (f". By category at {compared}={against}: " + ", ".join(
                 f"{name} {ratios.median():.2f}x ({len(ratios)})" for name, ratios in ratio.groupby(category)))
+        stopped = [row for row in group.to_dict("records") if _timed_out(row)]
+        if stopped:
+            text += ". Left out, timed out: " + ", ".join(
+                f"{row['query']} at {compared}={row[compared]} (over {figure(row[TIMEOUT_COLUMN])} s)"
+                for row in stopped)
         lines.append(text)
     return lines
 
