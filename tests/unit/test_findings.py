@@ -313,6 +313,39 @@ def test_points_a_directory_did_not_run_keep_their_published_rows_and_say_where_
                                                                                           ("second", [3, 4])]
 
 
+E1 = {"name": "e1-tpch-engines", "workload": "tpch", "variables": {"scale_factor": "1"},
+      "matrix": {"engine": ["postgresql", "mariadb"], "layout": ["None", "ALL"]}, "repetitions": 1}
+
+
+def e1_tables(study_id: str, runs: dict[int, str], seconds: dict[str, float]) -> dict:
+    """E1's gathered tables for the points given (ok): validate's per-layout table, whose runs is how many runs a
+    layout had (not the runs' ids, as advice's is), and recommend's answer from each engine's run with layout None,
+    whose layout is the answer (C+O), not the layout the run had."""
+    every = [("postgresql", "None"), ("postgresql", "ALL"), ("mariadb", "None"), ("mariadb", "ALL")]
+    points = {number: every[number - 1] for number in runs}
+    rows = [{"point": number, "repetition": 1, "status": "ok", "run_id": run, "engine": points[number][0],
+             "layout": points[number][1], "host": "localhost"} for number, run in runs.items()]
+    return {"study": {"study_id": study_id, "study": E1, "started_at": f"{study_id} start",
+                      "ended_at": f"{study_id} end", "points": 4, "ok": len(runs), "run_s": 60.0 * len(runs),
+                      "again": [], "unanswered": []},
+            "runs": pd.DataFrame(rows),
+            "validation_layouts": pd.DataFrame([{"engine": engine, "query": "q01", "layout": layout, "runs": 1,
+                                                 "measured_s": seconds[engine]} for engine, layout in points.values()]),
+            "recommend": pd.DataFrame([{"engine": points[number][0], "run_id": run, "layout": "C+O",
+                                        "predicted_s": seconds[points[number][0]]}
+                                       for number, run in runs.items() if points[number][1] == "None"])}
+
+
+def test_validate_s_and_recommend_s_rows_are_carried_with_the_points_they_rest_on(tmp_path):
+    write_gathered(e1_tables("first", {1: "p1", 2: "p2"}, {"postgresql": 2.0}), tmp_path)
+    again = carry_published(e1_tables("second", {3: "m1", 4: "m2"}, {"mariadb": 5.0}), tmp_path)
+    layouts = again["validation_layouts"]
+    assert list(zip(layouts["engine"], layouts["layout"], layouts["measured_s"], strict=True)) == [
+        ("postgresql", "None", 2.0), ("postgresql", "ALL", 2.0), ("mariadb", "None", 5.0), ("mariadb", "ALL", 5.0)]
+    assert list(zip(again["recommend"]["run_id"], again["recommend"]["predicted_s"], strict=True)) == [
+        ("p1", 2.0), ("m1", 5.0)]
+
+
 def test_the_setup_names_the_points_published_from_another_study_s_directory_and_each_kernel_s_points():
     runs = pd.DataFrame({"point": [1, 2, 3, 4], "repetition": 1, "status": "ok", "run_id": "a", "engine": "mariadb",
                          "threads": "1", "engine_version": "10.11.19-MariaDB", "buffer_pool": "32M",

@@ -24,18 +24,26 @@ def _key(row: pd.Series | dict, columns: list[str]) -> tuple:
     return tuple(str(row[column]) for column in columns)
 
 
-def _keys(table: pd.DataFrame, matrix: list[str]) -> list[str]:
-    """The columns that name what a table's row is about: an advice (runs), a context of the matrix's variables,
-    a run (run_id); none for a table of the study as a whole."""
-    if "runs" in table:
+# the table whose rows name the runs they rest on (its column runs); validation_layouts' runs is a count
+ADVICE = "advice"
+# the table whose layout is recommend's answer, not the layout a run had: its row rests on its traced run alone
+RECOMMEND = "recommend"
+
+
+def _keys(name: str, table: pd.DataFrame, matrix: list[str]) -> list[str]:
+    """The columns that name what a table's row is about: an advice, a context of the matrix's variables, a run
+    (run_id); none for a table of the study as a whole."""
+    if name == ADVICE:
         return ["setting", "context", "step"]
+    if name == RECOMMEND:
+        return ["run_id"]
     return [column for column in matrix if column in table] or (["run_id"] if "run_id" in table else [])
 
 
-def _rests_on(table: pd.DataFrame, keys: list[str], runs: pd.DataFrame) -> dict[tuple, set[str]]:
+def _rests_on(name: str, table: pd.DataFrame, keys: list[str], runs: pd.DataFrame) -> dict[tuple, set[str]]:
     """The runs each key of a table rests on: those its rows name (advice: runs), else every ok run of its values of
     the matrix's variables, else its run."""
-    if "runs" in table:
+    if name == ADVICE:
         return {key: set(" ".join(group["runs"].astype(str)).split())
                 for key, group in table.groupby(keys, sort=False)}
     by_key: dict[tuple, set[str]] = {}
@@ -49,13 +57,13 @@ def _carried_rows(name: str, published: pd.DataFrame, new: pd.DataFrame | None, 
     """The rows of a published table that rest on carried runs only; a table with no keys is the study's as a whole,
     carried only where the directory did not make it. A row that rests on carried runs and others, or whose context
     the directory measured too, is refused: its figures would mix two directories' runs."""
-    keys = _keys(published, matrix)
+    keys = _keys(name, published, matrix)
     if not keys:
         return published.iloc[0:0] if new is not None else published
     new_keys = set() if new is None else {_key(row, keys) for _, row in new.iterrows()}
     kept = set()
-    for key, runs in _rests_on(published, keys, published_runs).items():
-        what = (f"advice on {key[0]} at {key[1]} ({key[2]})" if "runs" in published
+    for key, runs in _rests_on(name, published, keys, published_runs).items():
+        what = (f"advice on {key[0]} at {key[1]} ({key[2]})" if name == ADVICE
                 else " ".join(f"{c}={v}" for c, v in zip(keys, key, strict=True)))
         if (runs and runs <= carried and key in new_keys) or (runs & carried and not runs <= carried):
             raise InputError(f"{where}: {name}.csv's {what} rests on runs of this directory and of the published "
@@ -66,13 +74,13 @@ def _carried_rows(name: str, published: pd.DataFrame, new: pd.DataFrame | None, 
     return published[[_key(row, keys) in kept for _, row in published.iterrows()]]
 
 
-def _in_point_order(table: pd.DataFrame, matrix: list[str], runs: pd.DataFrame) -> pd.DataFrame:
+def _in_point_order(name: str, table: pd.DataFrame, matrix: list[str], runs: pd.DataFrame) -> pd.DataFrame:
     """A merged table's rows in the order of the first point each rests on, as a directory that ran every point
     writes them."""
-    keys = _keys(table, matrix)
+    keys = _keys(name, table, matrix)
     point = dict(zip(runs["run_id"], runs["point"], strict=True))
     first = {key: min((point[run] for run in rests if run in point), default=len(point) + 1)
-             for key, rests in _rests_on(table, keys, runs).items()}
+             for key, rests in _rests_on(name, table, keys, runs).items()}
     order = sorted(range(len(table)), key=lambda i: first[_key(table.iloc[i], keys)])
     return table.iloc[order].reset_index(drop=True)
 
@@ -109,8 +117,8 @@ def carry_published(tables: dict, findings_dir: Path) -> dict:
     merged["runs"] = pd.concat([own, from_published], ignore_index=True).sort_values(["point", "repetition"],
                                                                                      ignore_index=True)
     for name, frame in merged.items():
-        if name != "runs" and _keys(frame, matrix):
-            merged[name] = _in_point_order(frame, matrix, merged["runs"])
+        if name != "runs" and _keys(name, frame, matrix):
+            merged[name] = _in_point_order(name, frame, matrix, merged["runs"])
     # the parts the published study itself carried stay with the points still carried from them
     earlier = [{**part, "points": [p for p in part["points"] if p in set(from_published["point"])]}
                for part in published["study"].get("carried", [])]
