@@ -9,8 +9,10 @@ import pytest
 
 from tierlab.errors import InputError
 from tierlab.report.findings import write_findings_page
+from tierlab.runs.results import READ_VERSIONS
 from tierlab.studies.findings import (
     _queries,
+    _recommended,
     answers,
     engine_contrasts,
     figures_table,
@@ -205,6 +207,21 @@ def test_a_study_stopped_half_way_counts_its_points_against_the_whole_matrix(tmp
     assert (summary["points"], summary["ok"]) == (6, 0)
 
 
+def test_recommend_is_unanswered_for_each_engine_without_a_run_with_nothing_on_the_fast_tier(tmp_path):
+    study = {"name": "e1-tpch-engines", "workload": "tpch", "variables": {"scale_factor": "1"},
+             "matrix": {"engine": ["mariadb", "mysql"], "layout": ["None", "ALL"]}, "repetitions": 1}
+    runs = pd.DataFrame({"point": [2, 4], "repetition": 1, "status": "ok", "run_id": ["m_ALL", "y_ALL"],
+                         "engine": ["mariadb", "mysql"], "layout": "ALL", "data_bytes": 1600 << 20})
+    for run_id in runs["run_id"]:
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "manifest.json").write_text(json.dumps({
+            "schema_version": max(READ_VERSIONS), "settings": {"layout": "ALL", "fast_cache_bytes": 0}}))
+    found, missing = _recommended(tmp_path, study, runs)
+    assert found == {}
+    assert missing == [f"engine={engine}: no ok run with nothing on the fast tier (layout None, no cache) to ask "
+                       "recommend from" for engine in ("mariadb", "mysql")]
+
+
 def test_the_setup_says_how_long_the_study_s_runs_took_where_its_record_kept_their_seconds(tmp_path):
     study = {"name": "e4-threads", "workload": "sysbench", "variables": {}, "matrix": {"threads": ["1", "2"]},
              "repetitions": 1}
@@ -356,9 +373,9 @@ def test_the_setup_names_the_points_published_from_another_study_s_directory_and
                "carried": [{"study_id": "first", "started_at": "before", "ended_at": "after", "run_s": 600.0,
                             "points": [1, 2, 4]}]}
     line = setup_line({"study": summary, "runs": runs})
-    assert "24 GiB, kernels 6.18-a (points 1-2, 4), 6.18-b (points 3); " in line
+    assert "24 GiB, kernels 6.18-a (points 1-2, 4), 6.18-b (point 3); " in line
     assert line.endswith(
-        "4 of 4 points ok; points 3 in study s (from then, not ended); points 1-2, 4 published from study first "
+        "4 of 4 points ok; point 3 in study s (from then, not ended); points 1-2, 4 published from study first "
         "(before to after; its runs took 10 min)")
 
 

@@ -99,21 +99,24 @@ def _queries(study_dir: Path, run_id: str) -> pd.DataFrame:
 RECOMMEND_SHARE = 0.25
 
 
-def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[dict, list[str]]:
     """recommend's answer per combination of the matrix's variables other than layout and cache, from its first ok
     run with nothing on the fast tier (layout None, no cache): the layout for a fast tier of RECOMMEND_SHARE of
     the data, the cache of that size beside it, the migration; and its cache curve (placement against cache at
-    every capacity of its capacity curve)."""
+    every capacity of its capacity curve). With the combinations that have no such run, each named with why."""
     others = [name for name in study["matrix"] if name not in (*LAYOUT_VARIABLES, *CACHE_VARIABLES)]
     ok = runs[runs["status"] == "ok"]
     settings = [read_manifest(study_dir / run_id)["settings"] for run_id in ok["run_id"]]
-    bare = ok[[s["layout"] == "None" and not s["fast_cache_bytes"] for s in settings]]
-    if bare.empty:
-        raise InputError("no ok run with nothing on the fast tier (layout None, no cache) to ask recommend from")
-    answers, curves = [], []
-    for key, rows in _by(bare, others):
-        row = rows.iloc[0]
+    bare = ok.assign(bare=[s["layout"] == "None" and not s["fast_cache_bytes"] for s in settings])
+    answers, curves, missing = [], [], []
+    for key, group in _by(bare, others):
         named = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
+        rows = group[group["bare"]]
+        if rows.empty:
+            missing.append("".join(f"{name}={value}: " for name, value in named.items())
+                           + "no ok run with nothing on the fast tier (layout None, no cache) to ask recommend from")
+            continue
+        row = rows.iloc[0]
         if pd.isna(row["data_bytes"]):
             raise RunDirError(f"run {row['run_id']}: its manifest has no stored bytes of its tables to size the fast "
                               "tier by")
@@ -126,7 +129,8 @@ def _recommended(study_dir: Path, study: dict, runs: pd.DataFrame) -> tuple[pd.D
             "migration_tables": "+".join(migration["tables"]), "migration_bytes": migration["bytes"],
             "migration_s": migration["predicted_s"]})
         curves.append(tables["cache_curve"].assign(**named)[[*others, *tables["cache_curve"].columns]])
-    return pd.DataFrame(answers), pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    found = {"recommend": pd.DataFrame(answers), "cache_curve": pd.concat(curves, ignore_index=True)} if answers else {}
+    return found, missing
 
 
 def _table_sizes(study_dir: Path, study: dict, runs: pd.DataFrame) -> pd.DataFrame:
@@ -190,18 +194,20 @@ def gather(study_dir: Path) -> dict:
     # validate and recommend predict query windows; a sysbench test's window is not one query
     placed = study["workload"] != "sysbench" and bool(varied & {*LAYOUT_VARIABLES, *CACHE_VARIABLES[:1]})
     for name, wanted, answer in (
-            ("advise", ok and set(SETTINGS) & set(study["matrix"]), lambda: {"advice": advise_study(study_dir, record)[0]}),
-            ("validate", len(ok) > 1 and placed, lambda: validate(study_dir, record)),
-            ("recommend", ok and placed, lambda: dict(zip(("recommend", "cache_curve"),
-                                                          _recommended(study_dir, study, tables["runs"]), strict=True)))):
+            ("advise", ok and set(SETTINGS) & set(study["matrix"]),
+             lambda: ({"advice": advise_study(study_dir, record)[0]}, [])),
+            ("validate", len(ok) > 1 and placed, lambda: (validate(study_dir, record), [])),
+            ("recommend", ok and placed, lambda: _recommended(study_dir, study, tables["runs"]))):
         if not wanted:
             continue
         try:
-            tables.update(answer())
+            found, missing = answer()
         except (InputError, RunDirError) as error:
-            # the study named by its id: the page is read where the study's directory is not
-            said = str(error).replace(str(study_dir.resolve()), study_dir.name).replace(str(study_dir), study_dir.name)
-            unanswered.append(f"{name}: {said}")
+            found, missing = {}, [str(error)]
+        tables.update(found)
+        # the study named by its id: the page is read where the study's directory is not
+        unanswered += [f"{name}: {said}".replace(str(study_dir.resolve()), study_dir.name)
+                       .replace(str(study_dir), study_dir.name) for said in missing]
     return tables
 
 

@@ -11,9 +11,10 @@ CONCURRENCY_VARIABLES = ("subqueries", "parallel_workers", "threads")
 
 
 def _point_ranges(numbers: list[int]) -> str:
-    """Point numbers as ranges: 1-28, 31."""
+    """Point numbers as ranges: points 1-28, 31; point 6."""
     ranges = [[number for _, number in run] for _, run in groupby(enumerate(sorted(numbers)), lambda p: p[1] - p[0])]
-    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in ranges)
+    return ("point " if len(numbers) == 1 else "points ") + ", ".join(
+        f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in ranges)
 
 
 def _megabytes(values: pd.Series) -> str:
@@ -62,10 +63,10 @@ def setup_line(tables: dict) -> str:
             + (f"; {' and '.join(crowded)}: more at once than the host's {host['cpus']:.0f} CPUs, so those points "
                "measure CPU contention as well as the devices" if crowded else "")
             + f"; {study['repetitions']} repetition(s); {summary['ok']} of {summary['points']} points ok; "
-            + (f"points {_point_ranges(own)} in " if carried else "") + f"study {summary['study_id']} "
+            + (f"{_point_ranges(own)} in " if carried else "") + f"study {summary['study_id']} "
             + _span(summary, [f"point(s) {', '.join(map(str, summary['again']))} run again, their earlier runs "
                               "superseded"] if summary.get("again") else [])
-            + "".join(f"; points {_point_ranges(part['points'])} published from study {part['study_id']} "
+            + "".join(f"; {_point_ranges(part['points'])} published from study {part['study_id']} "
                       + _span(part, []) for part in carried))
 
 
@@ -75,7 +76,7 @@ def _kernels(runs: pd.DataFrame) -> str:
     builds = runs.groupby("kernel", sort=False)["point"]
     if builds.ngroups == 1:
         return f"kernel {runs.iloc[0]['kernel']}"
-    return "kernels " + ", ".join(f"{kernel} (points {_point_ranges(list(points))})" for kernel, points in builds)
+    return "kernels " + ", ".join(f"{kernel} ({_point_ranges(list(points))})" for kernel, points in builds)
 
 
 def _span(part: dict, notes: list[str]) -> str:
