@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tierlab.traces.ftrace_raw import parse_ftrace_raw
+
 ROOT = Path(__file__).resolve().parents[2]
 TEST_ROOT = "/var/lib/tierlab-test"
 SCALE_FACTOR = 0.01
@@ -248,3 +250,11 @@ def remove_torn_down_root(root: str) -> None:
     assert memory.is_dir(), "no cgroup v1 memory controller to look for the root's memory groups in"
     assert not list(memory.glob(f"{Path(root).name}-*")), "teardown left a memory group"
     shutil.rmtree(root)
+
+
+def corun_marks(run_dir: Path, label: str) -> tuple[tuple[float, float], list[tuple[float, str]]]:
+    """A traced query's window (its start and end marks) and its co-runner's marks, on the trace's clock."""
+    markers = parse_ftrace_raw(run_dir / "raw" / "traces" / f"{label}.ftrace-raw").markers
+    window = (next(ts for ts, text in markers if text == f"tierlab start {label}"),
+              next(ts for ts, text in markers if text == f"tierlab end {label}"))
+    return window, [(ts, text) for ts, text in markers if text.startswith("tierlab corun ")]

@@ -9,7 +9,7 @@ from answers import read_answer, same_answer
 from lab import ROOT, TEST_ROOT, TPCH_DATABASE, cli, read_csv
 
 import tierlab
-from tierlab.catalog.workloads import TPCH, WORKLOADS
+from tierlab.catalog.workloads import TPCH
 
 C_O_FAST = {"customer", "customer_pkey", "customer_nationkey", "orders", "orders_pkey", "orders_custkey"}
 L_FAST = {"lineitem", "lineitem_pkey", "lineitem_partkey_suppkey", "lineitem_suppkey"}
@@ -255,30 +255,3 @@ def test_a_statement_over_its_limit_on_mysql_is_a_timeout(lab, mysql_runs, tmp_p
                               tmp_path / "join.tsv")
     assert timed_out["status"] == "timeout"
     assert "maximum statement execution time exceeded" in timed_out["error"]
-
-
-@pytest.fixture(scope="session")
-def compressed_runs(lab, layout_runs, mysql_runs):
-    """Q6 on a database of each compression's own beside the uncompressed one: ROW_FORMAT=COMPRESSED on MariaDB,
-    page compression on MySQL."""
-    return {"mariadb": lab.run("C+O", queries="6", compression="zlib8"),
-            "mysql": lab.run("C+O", engine="mysql", queries="6", compression="page")}
-
-
-@pytest.mark.parametrize(("engine", "database", "row_format", "options"), [
-    ("mariadb", "tpch_sf0_01_zlib8", "Compressed", "row_format=COMPRESSED key_block_size=8 DATA DIRECTORY="),
-    ("mysql", "tpch_sf0_01_page", "Dynamic", 'COMPRESSION="zlib"'),
-])
-def test_a_compressed_run_loads_a_database_of_its_own_with_every_table_compressed(compressed_runs, engine, database,
-                                                                                 row_format, options):
-    load = json.loads((compressed_runs[engine] / "raw" / "load.json").read_text())
-    assert (load["database"], load["compression"], load["loaded_in_this_run"]) == (database, database[12:], True)
-    # the server states each table's options as it keeps them, MariaDB's with the table's DATA DIRECTORY
-    assert {t["name"]: (t["format"], t["options"][:len(options)]) for t in load["table_formats"]} == {
-        table: (row_format, options) for table in WORKLOADS["tpch"].tables()}
-
-
-@pytest.mark.parametrize("engine", ["mariadb", "mysql"])
-def test_a_compressed_database_gives_the_same_answer(compressed_runs, mariadb_answers, engine):
-    answer = read_answer(compressed_runs[engine] / "raw" / "output" / "q06_try1.tsv")
-    assert answer and same_answer(answer, read_answer(mariadb_answers / "q06_try1.tsv"))

@@ -2,14 +2,13 @@
 
 import json
 
-import pandas as pd
 import pytest
 from answers import read_answer, same_answer
-from lab import read_csv
+from lab import corun_marks, read_csv
 
 import tierlab
+from tierlab.catalog.workloads import WORKLOADS
 from tierlab.runs.results import read_plan_accesses
-from tierlab.traces.ftrace_raw import parse_ftrace_raw
 
 # rows of each answer at scale factor 0.01 with seed 1, from pandas over the generated files: Q3.3 and Q3.4
 # ask for suppliers in two British cities, which 20 suppliers do not have
@@ -20,26 +19,30 @@ ANSWERED = [query for query in QUERIES if ROWS[query]]
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.postgresql, pytest.mark.mysql]
 
+COMPRESSION = {"mariadb": "zlib8", "mysql": "page"}
+
 
 @pytest.fixture(scope="session")
 def ssb_runs(lab):
     """Every SSB query cold and traced on MariaDB with LINEORDER on the fast tier, and warm and untraced on every
-    engine with hash or index joins forced, for their answers and plans; two queries cold and traced on MariaDB
-    with Q1.1 running beside each. PostgreSQL's warm runs split every query into four subqueries, with index joins
+    engine with hash or index joins forced, for their answers and plans; Q2.1 cold and traced on PostgreSQL
+    with a writer beside it. PostgreSQL's warm runs split every query into four subqueries, with index joins
     (by its driving dimension's key) and with hash joins (by LINEORDER's blocks): their plans are those of the
     forced joins, their answers the subqueries' together. A forced plan answers as the optimizer's would: a run of
-    each optimizer's own joins would add a playbook's fixed cost and no answer the forced ones do not check."""
+    each optimizer's own joins would add a playbook's fixed cost and no answer the forced ones do not check. The
+    MySQL family's forced plans run on a database of each engine's compression (ROW_FORMAT=COMPRESSED on MariaDB,
+    page compression on MySQL), so that their answers are also a compressed database's."""
     warm = {"queries": "all", "cold": False, "trace": False}
     postgresql = {"engine": "postgresql", **warm}
     return {"mariadb": lab.run("LO", playbook="ssb.yml", queries="all"),
-            "mariadb-corun": lab.run("LO", playbook="ssb.yml", queries="2.1,3.4", corun="1.1", trace_backend="ftrace"),
             "postgresql-writer": lab.run("LO", playbook="ssb.yml", engine="postgresql", queries="2.1", corun="writer",
                                          trace_backend="ftrace"),
             "postgresql-index": lab.run("LO", playbook="ssb.yml", subqueries="4", join_plan="index",
                                         fast_random_page_cost="1.1", capacity_effective_io_concurrency="32",
                                         **postgresql),
             "postgresql-hash": lab.run("LO", playbook="ssb.yml", subqueries="4", join_plan="hash", **postgresql),
-            **{f"{engine}-{plan}": lab.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan, **warm)
+            **{f"{engine}-{plan}": lab.run("LO", playbook="ssb.yml", engine=engine, join_plan=plan,
+                                           compression=COMPRESSION[engine], **warm)
                for engine in ("mariadb", "mysql") for plan in ("hash", "index")}}
 
 
@@ -56,6 +59,20 @@ def test_an_ssb_run_is_named_for_its_workload_and_runs_each_query_by_its_id(ssb_
 
 
 # PostgreSQL's runs split each query: their answers are their subqueries' together (below)
+@pytest.mark.parametrize(("engine", "database", "row_format", "options"), [
+    ("mariadb", "ssb_sf0_01_zlib8", "Compressed", "row_format=COMPRESSED key_block_size=8 DATA DIRECTORY="),
+    ("mysql", "ssb_sf0_01_page", "Dynamic", 'COMPRESSION="zlib"'),
+])
+def test_a_compressed_run_loads_a_database_of_its_own_with_every_table_compressed(ssb_runs, engine, database,
+                                                                                 row_format, options):
+    load = json.loads((ssb_runs[f"{engine}-hash"] / "raw" / "load.json").read_text())
+    assert (load["database"], load["compression"], load["loaded_in_this_run"]) == (
+        database, COMPRESSION[engine], True)
+    # the server states each table's options as it keeps them, MariaDB's with the table's DATA DIRECTORY
+    assert {t["name"]: (t["format"], t["options"][:len(options)]) for t in load["table_formats"]} == {
+        table: (row_format, options) for table in WORKLOADS["ssb"].tables()}
+
+
 @pytest.mark.parametrize("engine", ["mariadb-hash", "mariadb-index", "mysql-hash", "mysql-index"])
 def test_every_ssb_query_that_has_rows_returns_the_same_answer_as_on_mariadb(ssb_runs, engine):
     different = [query for query in ANSWERED
@@ -139,36 +156,6 @@ def test_a_forced_index_plan_on_the_mysql_family_joins_by_nested_loops_only(ssb_
     accesses = read_plan_accesses(run_dir, engine, {"lineorder"})
     lookups = set(accesses.loc[accesses["access"] == "index lookup", "index"])
     assert {name for name in lookups if name.startswith("lineorder_")} != set()
-
-
-def corun_marks(run_dir, label: str) -> tuple[tuple[float, float], list[tuple[float, str]]]:
-    """A traced query's window (its start and end marks) and its co-runner's marks, on the trace's clock."""
-    markers = parse_ftrace_raw(run_dir / "raw" / "traces" / f"{label}.ftrace-raw").markers
-    window = (next(ts for ts, text in markers if text == f"tierlab start {label}"),
-              next(ts for ts, text in markers if text == f"tierlab end {label}"))
-    return window, [(ts, text) for ts, text in markers if text.startswith("tierlab corun ")]
-
-
-def test_a_co_runner_runs_within_each_query_s_window_and_is_counted_in_its_row(ssb_runs):
-    run_dir = ssb_runs["mariadb-corun"]
-    queries = read_csv(run_dir / "tables" / "queries.csv")
-    assert list(queries["query"]) == ["q2.1", "q3.4"]
-    assert list(queries["status"]) == ["ok", "ok"]
-    assert list(queries["corun"]) == ["q1.1", "q1.1"]
-    assert queries["corun_error"].isna().all()
-    for row in queries.itertuples():
-        label = f"{row.query}_try1"
-        (start, end), marks = corun_marks(run_dir, label)
-        # its first run starts within the query's window, and every run it marked there ended within it
-        assert marks[0][1] == f"tierlab corun start {label} 1" and start <= marks[0][0] <= end
-        ended = [text for ts, text in marks if text.startswith(f"tierlab corun end {label} ") and ts <= end]
-        assert row.corun_runs == len(ended)
-        assert pd.isna(row.corun_elapsed_s) == (row.corun_runs == 0)
-    for query in ("q2.1", "q3.4"):
-        assert same_answer(read_answer(run_dir / "raw" / "output" / f"{query}_try1.corun.tsv"),
-                           read_answer(ssb_runs["mariadb"] / "raw" / "output" / "q1.1_try1.tsv"))
-        assert same_answer(read_answer(run_dir / "raw" / "output" / f"{query}_try1.tsv"),
-                           read_answer(ssb_runs["mariadb"] / "raw" / "output" / f"{query}_try1.tsv"))
 
 
 def test_a_writer_writes_to_the_capacity_tier_from_the_query_s_start_to_its_end_and_its_transactions_are_counted(

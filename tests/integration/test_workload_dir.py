@@ -1,9 +1,9 @@
 """A workload of the user's own (docs/examples/shop: its schema, its generator, its queries with weights) run by
 playbooks/workload.yml as TPC-H is: on PostgreSQL with the data its command prints, on MariaDB with the same data as
-files (CSV, and Parquet for one table); the tables placed by name, the same answers on both, the reads attributed to
-its tables and indexes, and recommend's answer weighted as the workload declares, with statements that name its
-tables. And a PostgreSQL log of the shop's traffic, captured from an instance of the test's own, replayed as a step
-by pgreplay."""
+files (CSV, and Parquet for one table) with one of its queries running beside each; the tables placed by name, the
+same answers on both, the reads attributed to its tables and indexes, and recommend's answer weighted as the
+workload declares, with statements that name its tables. On PostgreSQL, a log of the shop's traffic, captured from
+an instance of the test's own, is replayed by pgreplay as the run's last step."""
 
 import json
 import os
@@ -11,11 +11,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from answers import read_answer, same_answer
-from lab import ROOT, cli, read_csv
+from lab import ROOT, cli, corun_marks, read_csv
 from own_instances import OwnPostgresql, own_dir, remove_own_dir
 
 from tierlab.runs.workload_dir import read_workload_dir
@@ -25,6 +26,8 @@ SCALE_FACTOR = "0.1"
 TABLES = ("customers", "products", "orders", "order_lines")
 QUERIES = ("customer_orders", "country_revenue", "category_sales")
 CAPTURE_PORT = 6712
+# the query that runs beside each of MariaDB's
+CORUN = "customer_orders"
 # two sessions at once, each running two of the shop's queries a second apart
 CAPTURED_SESSIONS = (("customer_orders", "category_sales"), ("country_revenue", "customer_orders"))
 
@@ -46,24 +49,67 @@ def data_files(directory: Path) -> Path:
     return directory
 
 
+def captured_log(here: Path) -> Path:
+    """The shop's traffic on an instance of the test's own, logged as a DBA captures a day for pgreplay: the schema
+    made before statements are logged, then two sessions at once."""
+    logs = here / "logs"
+    logs.mkdir()
+    shutil.chown(logs, "postgres", "postgres")
+    instance = OwnPostgresql(here / "data", CAPTURE_PORT, settings={
+        "logging_collector": "on", "log_destination": "csvlog", "log_directory": str(logs),
+        "log_filename": "captured"})
+    try:
+        instance.sql("CREATE DATABASE shop")
+        instance.sql((SHOP / "schema.sql").read_text(), "shop")
+        for setting in ("log_statement = 'all'", "log_connections = on", "log_disconnections = on"):
+            instance.sql(f"ALTER SYSTEM SET {setting}")
+        instance.sql("SELECT pg_reload_conf()")
+        sessions = [subprocess.Popen(
+            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", f"{instance.conninfo()} dbname=shop", "-c",
+             (SHOP / "queries" / f"{first}.sql").read_text(), "-c", "SELECT pg_sleep(1)", "-c",
+             (SHOP / "queries" / f"{second}.sql").read_text()], stdout=subprocess.DEVNULL)
+            for first, second in CAPTURED_SESSIONS]
+        assert [session.wait(timeout=120) for session in sessions] == [0, 0]
+    finally:
+        instance.stop()
+    return logs / "captured.csv"
+
+
+def replaying(directory: Path, here: Path) -> Path:
+    """A copy of the shop that replays its captured traffic as a step of its own."""
+    shutil.copytree(SHOP, directory)
+    (directory / "logs").mkdir()
+    shutil.copy(captured_log(here), directory / "logs" / "captured.csv")
+    with open(directory / "workload.yml", "a") as declaration:
+        declaration.write("replays: {logs: [logs/captured.csv]}\n")
+    return directory
+
+
 @pytest.fixture(scope="module")
 def shop(lab, tmp_path_factory):
-    """The shop with orders and its lines on the fast tier: on PostgreSQL, its data made by its command; on
-    MariaDB, from data files of the same rows (CSV, and Parquet for products)."""
+    """The shop with orders and its lines on the fast tier: on PostgreSQL, its data made by its command, and its
+    captured traffic replayed after its queries; on MariaDB, from data files of the same rows (CSV, and Parquet for
+    products), with customer_orders running beside each query."""
+    here = own_dir("replay")
+    try:
+        replays = replaying(tmp_path_factory.mktemp("replay") / "shop", here)
+    finally:
+        remove_own_dir(here)
     files = data_files(tmp_path_factory.mktemp("shop") / "shop")
     return {"postgresql": lab.run("orders+order_lines", playbook="workload.yml", engine="postgresql",
-                                  workload_dir=str(SHOP), scale_factor=SCALE_FACTOR, queries="all"),
+                                  workload_dir=str(replays), scale_factor=SCALE_FACTOR, queries="all"),
             "mariadb": lab.run("orders+order_lines", playbook="workload.yml", engine="mariadb",
-                               workload_dir=str(files), scale_factor="", queries="all"),
+                               workload_dir=str(files), scale_factor="", queries="all", corun=CORUN,
+                               trace_backend="ftrace"),
             "files": files}
 
 
 @pytest.mark.postgresql
 @pytest.mark.mariadb
 def test_every_query_of_the_shop_runs_cold_and_traced_on_both_engines_with_the_same_non_empty_answer(shop):
-    for engine in ("postgresql", "mariadb"):
+    for engine, steps in (("postgresql", [*QUERIES, "captured"]), ("mariadb", list(QUERIES))):
         queries = read_csv(shop[engine] / "tables" / "queries.csv")
-        assert list(queries["query"]) == list(QUERIES), engine
+        assert list(queries["query"]) == steps, engine
         assert set(queries["status"]) == {"ok"}, engine
         assert queries["trace_complete"].all(), engine
     for query in QUERIES:
@@ -76,6 +122,7 @@ def test_every_query_of_the_shop_runs_cold_and_traced_on_both_engines_with_the_s
 @pytest.mark.postgresql
 @pytest.mark.mariadb
 def test_the_run_is_named_by_the_shop_its_scale_and_its_layout_of_table_names(shop):
+    # the replayed log is no part of the data: the database is the shop's own, whatever replays it
     revision = read_workload_dir(SHOP).revision
     manifest = json.loads((shop["postgresql"] / "manifest.json").read_text())
     assert shop["postgresql"].name.endswith("_postgresql_shop-sf0.1_orders+order_lines")
@@ -94,6 +141,24 @@ def test_each_table_with_its_indexes_is_on_the_tier_its_name_in_the_layout_gives
     postgresql = json.loads((shop["postgresql"] / "manifest.json").read_text())["layout"]["tables"]
     assert {(f["object"], f["tier"]) for f in postgresql["orders"]["files"] if f["kind"] == "index"} == {
         ("orders_pkey", "optane"), ("orders_customer", "optane")}
+
+
+@pytest.mark.mariadb
+def test_a_co_runner_runs_within_each_query_s_window_and_is_counted_in_its_row(shop):
+    run_dir = shop["mariadb"]
+    queries = read_csv(run_dir / "tables" / "queries.csv")
+    assert list(queries["corun"]) == [CORUN] * len(QUERIES)
+    assert queries["corun_error"].isna().all()
+    for row in queries.itertuples():
+        label = f"{row.query}_try1"
+        (start, end), marks = corun_marks(run_dir, label)
+        # its first run starts within the query's window, and every run it marked there ended within it
+        assert marks[0][1] == f"tierlab corun start {label} 1" and start <= marks[0][0] <= end
+        ended = [text for ts, text in marks if text.startswith(f"tierlab corun end {label} ") and ts <= end]
+        assert row.corun_runs == len(ended)
+        assert pd.isna(row.corun_elapsed_s) == (row.corun_runs == 0)
+        assert same_answer(read_answer(run_dir / "raw" / "output" / f"{label}.corun.tsv"),
+                           read_answer(run_dir / "raw" / "output" / f"{CORUN}_try1.tsv")), row.query
 
 
 @pytest.mark.mariadb
@@ -123,8 +188,9 @@ def test_recommend_places_each_table_and_index_of_the_shop_apart_weighted_as_the
     done = cli("recommend", str(shop["postgresql"]), "--fast-capacity", "1G", "--out", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
+    # a replay weighs as one run of it
     assert {e["query"]: e["weight"] for e in result["evidence"]} == {"customer_orders": 20.0, "country_revenue": 2.0,
-                                                                     "category_sales": 1.0}
+                                                                     "category_sales": 1.0, "captured": 1.0}
     units = {u["unit"]: u for u in result["objects"]}
     assert {unit: u["kind"] for unit, u in units.items()} == {
         **dict.fromkeys(TABLES, "table"), "orders_customer": "index", "order_lines_product": "index",
@@ -163,62 +229,17 @@ def test_a_malformed_workload_directory_is_refused_before_anything_runs(lab, tmp
     assert lab.run_ids() == before
 
 
-def captured_log(here: Path) -> Path:
-    """The shop's traffic on an instance of the test's own, logged as a DBA captures a day for pgreplay: the schema
-    made before statements are logged, then two sessions at once."""
-    logs = here / "logs"
-    logs.mkdir()
-    shutil.chown(logs, "postgres", "postgres")
-    instance = OwnPostgresql(here / "data", CAPTURE_PORT, settings={
-        "logging_collector": "on", "log_destination": "csvlog", "log_directory": str(logs),
-        "log_filename": "captured"})
-    try:
-        instance.sql("CREATE DATABASE shop")
-        instance.sql((SHOP / "schema.sql").read_text(), "shop")
-        for setting in ("log_statement = 'all'", "log_connections = on", "log_disconnections = on"):
-            instance.sql(f"ALTER SYSTEM SET {setting}")
-        instance.sql("SELECT pg_reload_conf()")
-        sessions = [subprocess.Popen(
-            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", f"{instance.conninfo()} dbname=shop", "-c",
-             (SHOP / "queries" / f"{first}.sql").read_text(), "-c", "SELECT pg_sleep(1)", "-c",
-             (SHOP / "queries" / f"{second}.sql").read_text()], stdout=subprocess.DEVNULL)
-            for first, second in CAPTURED_SESSIONS]
-        assert [session.wait(timeout=120) for session in sessions] == [0, 0]
-    finally:
-        instance.stop()
-    return logs / "captured.csv"
-
-
-@pytest.fixture(scope="module")
-def replayed(lab, shop, tmp_path_factory):
-    """The captured log replayed as a step of the shop (its database the shop's PostgreSQL run loaded)."""
-    here = own_dir("replay")
-    try:
-        log = captured_log(here)
-        directory = Path(shutil.copytree(SHOP, tmp_path_factory.mktemp("replay") / "shop"))
-        (directory / "logs").mkdir()
-        shutil.copy(log, directory / "logs" / "captured.csv")
-        with open(directory / "workload.yml", "a") as declaration:
-            declaration.write("replays: {logs: [logs/captured.csv]}\n")
-        return lab.run("orders+order_lines", playbook="workload.yml", engine="postgresql",
-                       workload_dir=str(directory), scale_factor=SCALE_FACTOR, queries="captured")
-    finally:
-        remove_own_dir(here)
-
-
 @pytest.mark.postgresql
-def test_a_captured_log_replays_its_sessions_statements_and_pauses_on_the_loaded_shop(replayed, shop):
-    queries = read_csv(replayed / "tables" / "queries.csv")
-    assert (list(queries["query"]), list(queries["status"])) == (["captured"], ["ok"])
-    assert queries["trace_complete"].all()
-    report = (replayed / "raw" / "driver" / "captured_try1.txt").read_text()
+def test_a_captured_log_replays_its_sessions_statements_and_pauses_on_the_loaded_shop(shop):
+    queries = read_csv(shop["postgresql"] / "tables" / "queries.csv").set_index("query")
+    assert (queries["status"]["captured"], queries["trace_complete"]["captured"]) == ("ok", True)
+    report = (shop["postgresql"] / "raw" / "driver" / "captured_try1.txt").read_text()
     assert "SQL statements executed: 6\n(0 or 0.000% of these completed with error)" in report
     assert "Maximum number of concurrent connections: 2" in report
     # the second of pause between each session's queries, replayed as captured
-    assert queries["elapsed_s"][0] >= 1.0
-    loaded = json.loads((shop["postgresql"] / "manifest.json").read_text())["settings"]["database"]
-    assert json.loads((replayed / "manifest.json").read_text())["settings"]["database"] == loaded
-    reads = read_csv(replayed / "tables" / "table_metrics.csv").groupby("object")["read_requests"].sum()
+    assert queries["elapsed_s"]["captured"] >= 1.0
+    metrics = read_csv(shop["postgresql"] / "tables" / "table_metrics.csv")
+    reads = metrics[metrics["query"] == "captured"].groupby("object")["read_requests"].sum()
     assert reads["order_lines"] > 0 and reads["orders_customer"] > 0
 
 
@@ -249,8 +270,10 @@ def from_dumps(lab, shop, tmp_path_factory):
     declaration = (directory / "workload.yml").read_text()
     data = declaration[declaration.index("data:"):declaration.index("# queries/")]
     (directory / "workload.yml").write_text(declaration.replace(data, "data: {dump: dumps}\n"))
+    # their answers are all that is checked: warm and untraced
     return {engine: lab.run("orders", playbook="workload.yml", engine=engine, workload_dir=str(directory),
-                            scale_factor="", queries="all") for engine in ("postgresql", "mariadb")}
+                            scale_factor="", queries="all", cold=False, trace=False)
+            for engine in ("postgresql", "mariadb")}
 
 
 @pytest.mark.postgresql
