@@ -22,6 +22,7 @@ from lab import (
     Lines,
     cli,
     command,
+    count_study,
     cpus_allowed_now,
     placement_now,
     remove_torn_down_root,
@@ -68,7 +69,8 @@ def pytest_terminal_summary(terminalreporter):
     """Each playbook's fixed cost, visible: how many the suite ran, and the seconds of each role over all of them."""
     if not PLAYBOOK_CALLS:
         return
-    terminalreporter.section(f"{len(PLAYBOOK_CALLS)} playbook runs; seconds by role over all of them")
+    terminalreporter.section(f"{len(PLAYBOOK_CALLS)} ansible-playbook runs (the tests' own and their studies' "
+                             "points); seconds by role over all of them")
     for role, seconds in sorted(ROLE_SECONDS.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{seconds:8.1f} s  {role}")
 
@@ -129,6 +131,7 @@ def layouts(lab, tmp_path_factory):
     resumed = subprocess.run(lab.study_command("--resume", str(study_dir)), cwd=ROOT, capture_output=True, text=True,
                              timeout=1800)
     assert resumed.returncode == 0, resumed.stdout[-6000:] + resumed.stderr[-3000:]
+    count_study(study_dir)
     record = json.loads((study_dir / "study.json").read_text())
     runs = {(p["variables"]["layout"], p["repetition"]): study_dir / p["run_id"] for p in record["points"]}
     # where the last run left the tables, before later tests move them

@@ -79,11 +79,21 @@ def cli(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
     return command([TIERLAB, *args], f"tierlab {args[0]}", timeout_s, cwd=ROOT)
 
 
-def _count_roles(output: str) -> None:
+def count_playbook(name: str, output: str) -> None:
+    """One ansible-playbook run of the suite, by whatever started it: counted, its roles' seconds added up."""
+    PLAYBOOK_CALLS.append(name)
     recap = output.rpartition("ROLES RECAP")[2].partition("TASKS RECAP")[0]
     for role, seconds in _ROLE_LINE.findall(recap):
         if role != "total":
             ROLE_SECONDS[role] = ROLE_SECONDS.get(role, 0.0) + float(seconds)
+
+
+def count_study(study_dir: Path) -> None:
+    """The ansible-playbook runs of a study's points, counted: each attempt, as its point's log keeps them (each
+    begins with its command line)."""
+    for log in sorted((study_dir / "logs").glob("point-*.log")):
+        for attempt in re.split(r"^\$ ", log.read_text(), flags=re.M)[1:]:
+            count_playbook(f"{study_dir.name} {log.stem}", attempt)
 
 
 class Lab:
@@ -105,8 +115,7 @@ class Lab:
                  **extra) -> subprocess.CompletedProcess:
         cmd = self.playbook_command(name, *args, **extra)
         done = command(cmd, f"playbooks/{name}", timeout_s, cwd=ROOT, env={**os.environ, **ANSIBLE_ENV})
-        PLAYBOOK_CALLS.append(name)
-        _count_roles(done.stdout)
+        count_playbook(name, done.stdout)
         # each playbook's output, as a study keeps its points' (logs/), for what failed or took long
         log = self.results_dir.parent / "playbooks" / f"{len(PLAYBOOK_CALLS):03d}-{name.removesuffix('.yml')}.log"
         log.parent.mkdir(exist_ok=True)
@@ -136,6 +145,7 @@ class Lab:
         if done.returncode != 0:
             raise AssertionError(f"tierlab study {spec} failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
         (new,) = self.run_ids() - before
+        count_study(self.results_dir / new)
         return self.results_dir / new
 
     def serving(self, instance: str) -> dict:

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lab import count_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUSED = "layout 'C+X': unknown table code(s) 'X'; allowed: None, ALL, or codes C O L PS P S N R joined by '+'"
@@ -26,6 +27,7 @@ def activated() -> dict:
 def test_the_playbook_runs_from_the_root_and_from_playbooks(where, playbook):
     done = subprocess.run(["ansible-playbook", playbook, "-e", "layout=C+X"], cwd=where, env=activated(),
                           capture_output=True, text=True, timeout=300)
+    count_playbook(playbook, done.stdout)
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]
     assert REFUSED in done.stdout
     assert "TASK [run : Check the run's settings and the layout's fit on the fast tier]" in done.stdout

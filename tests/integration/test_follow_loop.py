@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from lab import ANSIBLE_ENV, ROOT, TIERLAB, command
+from lab import ANSIBLE_ENV, ROOT, TIERLAB, command, count_playbook
 
 from tiny_run import HEADER, line, read
 
@@ -42,6 +42,7 @@ def follow(tmp_path, lines: list[str], timeout_s: int = 60, end: str = "", analy
            "ANSIBLE_REMOTE_TMP": str(tmp_path / "remote-tmp"), "ANSIBLE_ASYNC_DIR": str(tmp_path / "async")}
     done = command([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "follow.yml")],
                    "the follow playbook", 180, cwd=ROOT, env=env)
+    count_playbook("follow.yml", done.stdout)
     return done.stdout + done.stderr
 
 

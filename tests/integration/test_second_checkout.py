@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from lab import ANSIBLE_ENV, ROOT, command
+from lab import ANSIBLE_ENV, ROOT, command, count_playbook
 
 
 # the fixture whose runs made the engine's instance through this checkout
@@ -25,6 +25,7 @@ def test_a_second_checkout_logs_in_to_the_instances_the_first_made(lab, tmp_path
     done = command([str(ROOT / ".venv/bin/ansible-playbook"), "playbooks/tpch.yml", "--tags", "engine", "-e",
                     json.dumps(variables)], "the second checkout's playbook", 900, cwd=clone,
                    env={**os.environ, **ANSIBLE_ENV, "ANSIBLE_CONFIG": str(clone / "ansible.cfg")})
+    count_playbook("tpch.yml", done.stdout)
     assert done.returncode == 0, done.stdout[-6000:]
     assert not (clone / ".secrets").exists()
     # the same password, unchanged, and the same data: the instance was neither given a new password nor made anew

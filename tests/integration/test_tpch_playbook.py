@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lab import LAYOUTS, PLAYBOOK_TIMEOUT_S, ROOT, SCALE_FACTOR, cli, command, read_csv
+from lab import LAYOUTS, PLAYBOOK_TIMEOUT_S, ROOT, SCALE_FACTOR, cli, command, count_study, read_csv
 
 import tierlab as analysis
 
@@ -342,6 +342,7 @@ def cache_study(lab, layouts, tmp_path_factory):
     assert study.returncode == 0, said
     new = lab.run_ids() - before
     study_dir = lab.results_dir / next(name for name in new if name.endswith("_cache"))
+    count_study(study_dir)
     left = json.loads(lock.read_text())
     after = lab.playbook("tiers.yml")
     record = json.loads((study_dir / "study.json").read_text())
