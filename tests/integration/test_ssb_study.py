@@ -58,7 +58,6 @@ def test_an_ssb_run_is_named_for_its_workload_and_runs_each_query_by_its_id(ssb_
     assert set(queries["status"]) == {"ok"}
 
 
-# PostgreSQL's runs split each query: their answers are their subqueries' together (below)
 @pytest.mark.parametrize(("engine", "database", "row_format", "options"), [
     ("mariadb", "ssb_sf0_01_zlib8", "Compressed", "row_format=COMPRESSED key_block_size=8 DATA DIRECTORY="),
     ("mysql", "ssb_sf0_01_page", "Dynamic", 'COMPRESSION="zlib"'),
@@ -73,6 +72,7 @@ def test_a_compressed_run_loads_a_database_of_its_own_with_every_table_compresse
         table: (row_format, options) for table in WORKLOADS["ssb"].tables()}
 
 
+# PostgreSQL's runs split each query: their answers are their subqueries' together (below)
 @pytest.mark.parametrize("engine", ["mariadb-hash", "mariadb-index", "mysql-hash", "mysql-index"])
 def test_every_ssb_query_that_has_rows_returns_the_same_answer_as_on_mariadb(ssb_runs, engine):
     different = [query for query in ANSWERED
