@@ -29,6 +29,8 @@ pytestmark = pytest.mark.mariadb
 QUERIES = {"slow": "SELECT SLEEP(8), COUNT(*) FROM t;\n", "quick": "SELECT COUNT(*), SUM(v) FROM t;\n"}
 # rows enough that their table (some 4 MiB) does not fit in the room left on the fast tier
 ROWS = 100_000
+# quick's answer: the rows, and the sum of v (7 times each row's id)
+QUICK_ANSWER = [[float(ROWS), 7.0 * ROWS * (ROWS + 1) / 2]]
 ROOM_LEFT_BYTES = 512 << 10
 KILL_WAIT_S = 600
 
@@ -141,8 +143,7 @@ def test_the_killed_query_s_try_is_an_error_row_and_the_next_query_runs_on_a_res
     assert list(zip(rows["query"], rows["try"], rows["status"], strict=True)) == [("slow", 1, "error"),
                                                                                  ("quick", 1, "ok")]
     assert rows["error"][0].endswith("server was not running after the query"), rows["error"][0]
-    answer = [[float(ROWS), 7.0 * ROWS * (ROWS + 1) / 2]]
-    assert read_answer(killed_run["dir"] / "raw" / "output" / "quick_try1.tsv") == answer
+    assert read_answer(killed_run["dir"] / "raw" / "output" / "quick_try1.tsv") == QUICK_ANSWER
 
 
 def test_the_run_s_manifest_counts_the_failed_try_and_its_report_names_it(killed_run):
@@ -168,8 +169,7 @@ def test_a_resume_cuts_off_a_row_torn_in_its_write_keeps_it_aside_and_runs_its_t
         f" cut from the end of queries.jsonl: {killed_run['torn']}\n")
     rows = killed_run["rows"]
     assert rows[rows["query"] == "quick"]["status"].tolist() == ["ok"]
-    answer = [[float(ROWS), 7.0 * ROWS * (ROWS + 1) / 2]]
-    assert read_answer(killed_run["dir"] / "raw" / "output" / "quick_try1.tsv") == answer
+    assert read_answer(killed_run["dir"] / "raw" / "output" / "quick_try1.tsv") == QUICK_ANSWER
 
 
 @pytest.fixture
